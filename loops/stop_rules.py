@@ -1,0 +1,242 @@
+"""Stop rules for loops whose only signal is a noisy score (DESIGN.md rule 6).
+
+A rule sees every score observed so far, oldest first, and answers "stop now?".
+It never sees the hidden quality the score is a noisy reading of. The step cap is
+not a rule's business: the runner's step-limit guard enforces it, so a rule that
+never fires simply runs into the cap.
+
+Each rule also has a vectorised twin, ``stop_matrix``, used by the bench; its
+answer for row ``i`` and column ``t`` is ``should_stop(scores[i, : t + 1])``
+exactly, which the tests check against the scalar form.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+DEFAULT_BAR = 0.80
+
+
+@runtime_checkable
+class StopRule(Protocol):
+    name: str
+
+    def should_stop(self, scores: Sequence[float]) -> bool: ...
+
+
+@runtime_checkable
+class VectorStopRule(StopRule, Protocol):
+    def stop_matrix(self, scores: np.ndarray) -> np.ndarray: ...
+
+
+def _as_matrix(scores: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(scores, dtype=float)
+    if matrix.ndim != 2:
+        raise ValueError("scores must be a (tasks, steps) array")
+    return matrix
+
+
+def _trailing_all(passed: np.ndarray, k: int) -> np.ndarray:
+    """True where the last ``k`` entries up to and including each column all hold."""
+    run = np.zeros(passed.shape, dtype=int)
+    current = np.zeros(passed.shape[0], dtype=int)
+    for t in range(passed.shape[1]):
+        current = np.where(passed[:, t], current + 1, 0)
+        run[:, t] = current
+    return run >= k
+
+
+@dataclass(frozen=True)
+class FixedBudget:
+    """Stop after exactly ``n`` scores, whatever they say: the no-signal baseline."""
+
+    n: int = 6
+
+    @property
+    def name(self) -> str:
+        return f"fixed{self.n}"
+
+    def should_stop(self, scores: Sequence[float]) -> bool:
+        return len(scores) >= self.n
+
+    def stop_matrix(self, scores: np.ndarray) -> np.ndarray:
+        matrix = _as_matrix(scores)
+        steps = np.arange(1, matrix.shape[1] + 1)
+        return np.broadcast_to(steps >= self.n, matrix.shape).copy()
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Stop at the first score over the bar: trusts one lucky crossing."""
+
+    bar: float = DEFAULT_BAR
+
+    @property
+    def name(self) -> str:
+        return "threshold"
+
+    def should_stop(self, scores: Sequence[float]) -> bool:
+        return len(scores) > 0 and scores[-1] >= self.bar
+
+    def stop_matrix(self, scores: np.ndarray) -> np.ndarray:
+        return _as_matrix(scores) >= self.bar
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """Stop once the last ``k`` scores are all over the bar."""
+
+    k: int = 2
+    bar: float = DEFAULT_BAR
+
+    @property
+    def name(self) -> str:
+        return f"confirm{self.k}"
+
+    def should_stop(self, scores: Sequence[float]) -> bool:
+        tail = scores[-self.k :]
+        return len(tail) == self.k and all(s >= self.bar for s in tail)
+
+    def stop_matrix(self, scores: np.ndarray) -> np.ndarray:
+        return _trailing_all(_as_matrix(scores) >= self.bar, self.k)
+
+
+@dataclass(frozen=True)
+class Smooth:
+    """Stop once the mean of the last ``k`` scores is over the bar.
+
+    Needs ``k`` scores first: a mean of fewer is just a noisier threshold.
+    """
+
+    k: int = 2
+    bar: float = DEFAULT_BAR
+
+    @property
+    def name(self) -> str:
+        return f"smooth{self.k}"
+
+    def should_stop(self, scores: Sequence[float]) -> bool:
+        if len(scores) < self.k:
+            return False
+        return sum(scores[-self.k :]) / self.k >= self.bar
+
+    def stop_matrix(self, scores: np.ndarray) -> np.ndarray:
+        matrix = _as_matrix(scores)
+        out = np.zeros(matrix.shape, dtype=bool)
+        for t in range(self.k - 1, matrix.shape[1]):
+            window = matrix[:, t - self.k + 1 : t + 1]
+            # Summed left to right like the scalar form so ties round identically.
+            total = np.zeros(matrix.shape[0])
+            for j in range(self.k):
+                total = total + window[:, j]
+            out[:, t] = total / self.k >= self.bar
+        return out
+
+
+@dataclass(frozen=True)
+class Margin:
+    """Stop at the first score over the bar plus a safety margin ``delta``."""
+
+    delta: float = 0.05
+    bar: float = DEFAULT_BAR
+
+    @property
+    def name(self) -> str:
+        return "margin"
+
+    def should_stop(self, scores: Sequence[float]) -> bool:
+        return len(scores) > 0 and scores[-1] >= self.bar + self.delta
+
+    def stop_matrix(self, scores: np.ndarray) -> np.ndarray:
+        return _as_matrix(scores) >= self.bar + self.delta
+
+
+@dataclass(frozen=True)
+class Plateau:
+    """Stop once over the bar and no longer improving.
+
+    Fires when the latest score is over the bar and the best of the last ``k``
+    scores beats the best before them by less than ``epsilon``: further steps are
+    unlikely to add quality, so they only add cost.
+    """
+
+    k: int = 2
+    epsilon: float = 0.02
+    bar: float = DEFAULT_BAR
+
+    @property
+    def name(self) -> str:
+        return "plateau"
+
+    def should_stop(self, scores: Sequence[float]) -> bool:
+        if len(scores) <= self.k or scores[-1] < self.bar:
+            return False
+        recent = max(scores[-self.k :])
+        before = max(scores[: -self.k])
+        return recent - before < self.epsilon
+
+    def stop_matrix(self, scores: np.ndarray) -> np.ndarray:
+        matrix = _as_matrix(scores)
+        out = np.zeros(matrix.shape, dtype=bool)
+        for t in range(self.k, matrix.shape[1]):
+            recent = matrix[:, t - self.k + 1 : t + 1].max(axis=1)
+            before = matrix[:, : t - self.k + 1].max(axis=1)
+            out[:, t] = (matrix[:, t] >= self.bar) & (recent - before < self.epsilon)
+        return out
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion, as fractions in [0, 1].
+
+    Chosen over the normal approximation because audit samples are small and
+    rejection rates sit near 0, where the normal interval leaves [0, 1].
+    """
+    if n < 0 or successes < 0 or successes > n:
+        raise ValueError("need 0 <= successes <= n")
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _int_arg(spec: str, arg: str) -> int:
+    value = int(arg)
+    if value < 1:
+        raise ValueError(f"stop rule {spec!r}: count must be >= 1")
+    return value
+
+
+def make_stop_rule(spec: str, bar: float = DEFAULT_BAR) -> VectorStopRule:
+    """Build a rule from a spec such as ``"confirm2"``, ``"confirm:3"`` or ``"margin:0.05"``.
+
+    The bare names are the ones the bench reports; ``name:value`` sets the
+    rule's one parameter.
+    """
+    text = spec.strip().lower()
+    head, _, arg = text.partition(":")
+    if not arg:
+        # "fixed6", "confirm2", "smooth3": a trailing count is the parameter.
+        stripped = head.rstrip("0123456789")
+        if stripped != head and stripped in {"fixed", "confirm", "smooth"}:
+            head, arg = stripped, head[len(stripped) :]
+    if head == "threshold" and not arg:
+        return Threshold(bar=bar)
+    if head == "fixed":
+        return FixedBudget(n=_int_arg(spec, arg or "6"))
+    if head == "confirm":
+        return Confirm(k=_int_arg(spec, arg or "2"), bar=bar)
+    if head == "smooth":
+        return Smooth(k=_int_arg(spec, arg or "2"), bar=bar)
+    if head == "margin":
+        return Margin(delta=float(arg or "0.05"), bar=bar)
+    if head == "plateau":
+        return Plateau(k=_int_arg(spec, arg or "2"), bar=bar)
+    raise ValueError(f"unknown stop rule {spec!r}")
