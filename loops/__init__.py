@@ -1,0 +1,4 @@
+"""Agent loops: tasks, agents, red lines, stop guards and assertion-safe hints.
+
+Pure Python: nothing here imports Django.
+"""
