@@ -190,6 +190,60 @@ class Plateau:
         return out
 
 
+_S0_GRID = np.linspace(0.0, 0.98, 30)
+_RATE_GRID = np.linspace(0.02, 2.0, 30)
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """Stop once the posterior probability that the quality is over the bar reaches ``p``.
+
+    The whole history is weighed, never a single crossing: the scores are read as
+    a saturating progress curve q(t) = 1 - (1 - s0) e^(-r (t - 1)) plus Gaussian
+    judge noise, with a flat prior over a grid of (s0, r) that is far wider than
+    any one task family. The noise variance is unknown and integrated out under
+    an inverse-gamma prior (shape ``prior_shape``, centred near ``prior_sigma``),
+    so the estimate of sigma is learnt online from how far the scores scatter
+    around the curves that fit them: a jittery history widens the posterior and
+    delays the stop, a smooth one lets it stop early.
+    """
+
+    p: float = 0.95
+    prior_sigma: float = 0.10
+    prior_shape: float = 1.0
+    bar: float = DEFAULT_BAR
+
+    @property
+    def name(self) -> str:
+        return "posterior"
+
+    def should_stop(self, scores: Sequence[float]) -> bool:
+        if len(scores) == 0:
+            return False
+        return bool(self.stop_matrix(np.asarray([scores], dtype=float))[0, -1])
+
+    def prob_over_bar(self, scores: np.ndarray) -> np.ndarray:
+        """P(q(t) >= bar | scores up to t) for every task row and step column."""
+        matrix = _as_matrix(scores)
+        s0, rate = np.meshgrid(_S0_GRID, _RATE_GRID, indexing="ij")
+        s0, rate = s0.ravel(), rate.ravel()
+        scale = self.prior_shape * self.prior_sigma**2
+        rss = np.zeros((matrix.shape[0], s0.size))
+        out = np.zeros(matrix.shape)
+        for t in range(matrix.shape[1]):
+            curve = 1.0 - (1.0 - s0) * np.exp(-rate * t)
+            rss += (matrix[:, t : t + 1] - curve) ** 2
+            # Marginal likelihood with sigma^2 integrated out (normal/inverse-gamma).
+            log_like = -(self.prior_shape + (t + 1) / 2) * np.log(scale + rss / 2)
+            weight = np.exp(log_like - log_like.max(axis=1, keepdims=True))
+            over = curve >= self.bar
+            out[:, t] = weight[:, over].sum(axis=1) / weight.sum(axis=1)
+        return out
+
+    def stop_matrix(self, scores: np.ndarray) -> np.ndarray:
+        return self.prob_over_bar(scores) >= self.p
+
+
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion, as fractions in [0, 1].
 
@@ -237,6 +291,8 @@ def make_stop_rule(spec: str, bar: float = DEFAULT_BAR) -> VectorStopRule:
         return Smooth(k=_int_arg(spec, arg or "2"), bar=bar)
     if head == "margin":
         return Margin(delta=float(arg or "0.05"), bar=bar)
+    if head == "posterior":
+        return Posterior(p=float(arg or "0.95"), bar=bar)
     if head == "plateau":
         return Plateau(k=_int_arg(spec, arg or "2"), bar=bar)
     raise ValueError(f"unknown stop rule {spec!r}")
