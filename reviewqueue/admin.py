@@ -1,0 +1,109 @@
+from django.contrib import admin
+
+from . import models
+
+
+@admin.register(models.ReviewItem)
+class ReviewItemAdmin(admin.ModelAdmin):
+    list_display = ("id", "task_id", "status", "label", "draft", "priority", "cutoff_reason", "attempt_count", "created_at")
+    list_filter = ("status", "label", "draft", "cutoff_reason", "task_kind")
+    search_fields = ("task_id", "idempotency_key", "source_run_id", "task_description")
+    readonly_fields = ("created_at", "updated_at", "claimed_at", "decided_at", "shed_at", "idempotency_key")
+    raw_id_fields = ("lease_holder",)
+    date_hierarchy = "created_at"
+
+
+@admin.register(models.Verdict)
+class VerdictAdmin(admin.ModelAdmin):
+    list_display = ("id", "item", "reviewer", "decision", "reason_label", "counts_for_tuner", "created_at")
+    list_filter = ("decision", "reason_label", "counts_for_tuner")
+    raw_id_fields = ("item", "reviewer")
+    date_hierarchy = "created_at"
+
+
+@admin.register(models.QueuePolicy)
+class QueuePolicyAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "capacity", "high_watermark", "low_watermark", "step_limit", "mode", "updated_at")
+    readonly_fields = ("mode", "updated_at")
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return not models.QueuePolicy.objects.exists()
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        # Through the service, so an admin edit is audited like any other.
+        from .services import policy_update
+
+        changes = {name: getattr(obj, name) for name in models.QueuePolicy.EDITABLE_FIELDS}
+        if change:
+            policy_update(user=request.user, changes=changes)
+        else:
+            super().save_model(request, obj, form, change)
+
+
+@admin.register(models.FilterRule)
+class FilterRuleAdmin(admin.ModelAdmin):
+    list_display = ("label", "gate", "status", "count_at_proposal", "proposed_at", "decided_by")
+    list_filter = ("status",)
+
+
+@admin.register(models.LabelCount)
+class LabelCountAdmin(admin.ModelAdmin):
+    list_display = ("label", "count")
+
+
+@admin.register(models.ModeChange)
+class ModeChangeAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "previous", "mode", "depth")
+    list_filter = ("mode",)
+
+
+@admin.register(models.CircuitBreakerEntry)
+class CircuitBreakerEntryAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "item", "priority", "depth", "capacity", "incoming")
+    raw_id_fields = ("item", "displaced_by")
+
+
+@admin.register(models.StepLimitChange)
+class StepLimitChangeAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "previous", "step_limit", "approve_rate", "changed_by")
+    raw_id_fields = ("verdict",)
+
+
+@admin.register(models.PolicyAudit)
+class PolicyAuditAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "user", "__str__")
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False  # an audit log is append-only
+
+
+@admin.register(models.DepthSample)
+class DepthSampleAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "depth", "pending", "claimed", "mode", "capacity", "step_limit")
+
+
+@admin.register(models.LoopRun)
+class LoopRunAdmin(admin.ModelAdmin):
+    list_display = ("run_id", "task_id", "outcome", "stop_reason", "attempts", "draft", "sampled", "deliveries", "created_at")
+    list_filter = ("outcome", "stop_reason", "draft", "sampled")
+    search_fields = ("run_id", "task_id")
+    raw_id_fields = ("item",)
+
+
+@admin.register(models.ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "prefix", "created_at", "last_used_at", "revoked_at", "can_read_metrics")
+    readonly_fields = ("prefix", "token_hash", "created_at", "last_used_at")
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request, queryset):  # type: ignore[no-untyped-def]
+        from django.utils import timezone
+
+        queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
+
+
+@admin.register(models.SimulationRun)
+class SimulationRunAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "status", "progress_done", "progress_total", "created_by", "created_at")
+    list_filter = ("status",)

@@ -1,0 +1,55 @@
+"""Create the reviewer and operator groups, and optionally a user in one of them."""
+
+from __future__ import annotations
+
+import argparse
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.core.management.base import BaseCommand, CommandError
+
+ROLE_PERMISSIONS = {"reviewer": ["review"], "operator": ["operate"]}
+
+
+def ensure_groups() -> dict[str, Group]:
+    """Idempotent: the groups exist with exactly their role's permissions."""
+    groups = {}
+    for role, codenames in ROLE_PERMISSIONS.items():
+        group, _ = Group.objects.get_or_create(name=role)
+        perms = Permission.objects.filter(content_type__app_label="reviewqueue", codename__in=codenames)
+        group.permissions.set(perms)
+        groups[role] = group
+    return groups
+
+
+class Command(BaseCommand):
+    help = "Create the reviewer and operator groups; with --user, create or update a user in a role."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--user", help="username to create or update")
+        parser.add_argument("--role", choices=sorted(ROLE_PERMISSIONS), action="append", default=[])
+        parser.add_argument("--password", help="set this password (otherwise an existing one is kept)")
+        parser.add_argument("--staff", action="store_true", help="also allow the Django admin")
+
+    def handle(self, *args: object, **options: object) -> None:
+        groups = ensure_groups()
+        self.stdout.write(f"groups ready: {', '.join(sorted(groups))}")
+        username = options.get("user")
+        if not username:
+            return
+        roles = options["role"] or []
+        if not roles:
+            raise CommandError("--user needs at least one --role")
+        user_model = get_user_model()
+        user, created = user_model.objects.get_or_create(username=username)
+        password = options.get("password")
+        if password:
+            user.set_password(str(password))
+        elif created:
+            user.set_unusable_password()
+        if options.get("staff"):
+            user.is_staff = True
+        user.save()
+        for role in roles:  # type: ignore[union-attr]
+            user.groups.add(groups[role])
+        self.stdout.write(f"{'created' if created else 'updated'} {username}: {', '.join(roles)}")  # type: ignore[arg-type]

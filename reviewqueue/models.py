@@ -1,0 +1,412 @@
+"""The queue's tables. Row-level state changes live here as methods; writes that
+touch several rows (admit, claim, decide) live in services.py."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from . import policy
+
+
+class Mode(models.TextChoices):
+    NORMAL = policy.Mode.NORMAL.value, "normal"
+    DRAFT = policy.Mode.DRAFT.value, "draft"
+    SHEDDING = policy.Mode.SHEDDING.value, "shedding"
+
+
+class ReasonLabel(models.TextChoices):
+    CODE_ERROR = "code_error", "code error"
+    LOGIC_ERROR = "logic_error", "logic error"
+    FORMAT_ISSUE = "format_issue", "format issue"
+    HALLUCINATION = "hallucination", "hallucination"
+    UNCLEAR = "unclear", "unclear"
+
+
+assert tuple(ReasonLabel.values) == policy.REASON_LABELS
+
+
+class CutoffReason(models.TextChoices):
+    STEP_LIMIT = "step_limit", "step limit reached"
+    STUCK = "stuck", "stuck: same failure repeated"
+    OSCILLATION = "oscillation", "oscillation between failures"
+    WALL_CLOCK = "wall_clock", "wall-clock limit"
+    TOKEN_BUDGET = "token_budget", "token budget spent"
+    FORMAT_ANOMALY = "format_anomaly", "format anomaly"
+    DRAFT = "draft", "draft mode: one attempt, no fix loop"
+    SAMPLED = "sampled", "auto-passed, sampled for audit"
+    EXTERNAL = "external", "pushed by a producer"
+
+
+class QueuePolicy(models.Model):
+    """The queue's one policy row (pk=1), plus the live state the policy drives:
+    the current mode and step limit. Locking this row serialises admissions and
+    verdicts, which is what keeps the watermark state machine consistent."""
+
+    capacity = models.PositiveIntegerField(default=50)
+    high_watermark = models.FloatField(default=0.8, help_text="fraction of capacity; above it: draft mode")
+    low_watermark = models.FloatField(default=0.3, help_text="fraction of capacity; below it: normal flow")
+    step_limit = models.PositiveIntegerField(default=5, help_text="live step limit for new loops")
+    min_step_limit = models.PositiveIntegerField(default=3)
+    max_step_limit = models.PositiveIntegerField(default=15)
+    tuner_window = models.PositiveIntegerField(default=10)
+    approve_low = models.FloatField(default=0.4, help_text="approve rate below this lowers the step limit")
+    approve_high = models.FloatField(default=0.8, help_text="approve rate above this raises the step limit")
+    label_threshold = models.PositiveIntegerField(default=3, help_text="a label seen more often proposes a filter rule")
+    lease_seconds = models.PositiveIntegerField(default=300)
+    sampling_rate = models.FloatField(default=0.1, help_text="share of grey-task auto-passes sampled for audit")
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.NORMAL)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    EDITABLE_FIELDS = (
+        "capacity",
+        "high_watermark",
+        "low_watermark",
+        "step_limit",
+        "min_step_limit",
+        "max_step_limit",
+        "tuner_window",
+        "approve_low",
+        "approve_high",
+        "label_threshold",
+        "lease_seconds",
+        "sampling_rate",
+    )
+
+    class Meta:
+        verbose_name_plural = "queue policy"
+
+    def __str__(self) -> str:
+        return f"capacity {self.capacity}, step limit {self.step_limit}, {self.mode}"
+
+    @classmethod
+    def current(cls) -> QueuePolicy:
+        obj, _ = cls.objects.get_or_create(pk=1)
+        return obj
+
+    @classmethod
+    def locked(cls) -> QueuePolicy:
+        """The policy row under a row lock; call inside transaction.atomic()."""
+        cls.objects.get_or_create(pk=1)
+        return cls.objects.select_for_update().get(pk=1)
+
+    def watermarks(self) -> policy.Watermarks:
+        return policy.Watermarks(capacity=self.capacity, high=self.high_watermark, low=self.low_watermark)
+
+    def tuner(self) -> policy.TunerConfig:
+        return policy.TunerConfig(
+            window=self.tuner_window,
+            approve_high=self.approve_high,
+            approve_low=self.approve_low,
+            min_steps=self.min_step_limit,
+            max_steps=self.max_step_limit,
+        )
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        for build in (self.watermarks, self.tuner):
+            try:
+                build()
+            except policy.PolicyError as exc:
+                errors[exc.field] = exc.message
+        if not self.min_step_limit <= self.step_limit <= self.max_step_limit:
+            errors["step_limit"] = "must lie within [min_step_limit, max_step_limit]"
+        if not 0 <= self.sampling_rate <= 1:
+            errors["sampling_rate"] = "must be in [0, 1]"
+        if self.lease_seconds < 10:
+            errors["lease_seconds"] = "must be at least 10 seconds"
+        if errors:
+            raise ValidationError(errors)
+
+    def snapshot(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.EDITABLE_FIELDS}
+
+
+class ReviewItem(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        CLAIMED = "claimed"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        SHED = "shed"
+        FILTERED = "filtered", "rejected by a filter rule"
+
+    class Label(models.TextChoices):
+        UNVERIFIED = "unverified"
+        SAMPLED = "sampled"
+
+    WAITING = (Status.PENDING, Status.CLAIMED)
+    DECIDED = (Status.APPROVED, Status.REJECTED, Status.FILTERED)
+
+    task_id = models.CharField(max_length=200, blank=True)
+    task_kind = models.CharField(max_length=20, blank=True)
+    task_description = models.TextField()
+    final_output = models.TextField(blank=True)
+    output_truncated = models.BooleanField(default=False)
+    last_error = models.TextField(blank=True)
+    attempt_count = models.PositiveIntegerField(default=0)
+    cutoff_reason = models.CharField(max_length=32, choices=CutoffReason.choices)
+    label = models.CharField(max_length=16, choices=Label.choices, default=Label.UNVERIFIED)
+    draft = models.BooleanField(default=False)
+    priority = models.IntegerField(default=1, help_text="higher is more important; the lowest is shed first")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    lease_holder = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="leases"
+    )
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_expiries = models.PositiveIntegerField(default=0, help_text="times a lease ran out before a verdict")
+    source_run_id = models.CharField(max_length=200, blank=True)
+    producer = models.CharField(max_length=100, blank=True)
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    filter_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    shed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        permissions = [
+            ("review", "Can claim and decide review items"),
+            ("operate", "Can operate the queue: dashboard, policy, what-if, export"),
+        ]
+        indexes = [
+            # claim(): the next pending item by priority, then age.
+            models.Index(
+                fields=["-priority", "created_at"], name="pending_by_priority", condition=Q(status="pending")
+            ),
+            # admit(): the shedding candidate, lowest priority, oldest first.
+            models.Index(fields=["priority", "created_at"], name="pending_shed_order", condition=Q(status="pending")),
+            # the lease sweep and depth counts.
+            models.Index(fields=["status", "lease_expires_at"], name="status_lease"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.task_id or 'item'} ({self.status})"
+
+    @property
+    def is_waiting(self) -> bool:
+        return self.status in self.WAITING
+
+    def candidate(self) -> policy.Candidate:
+        return policy.Candidate(priority=self.priority, arrived=self.created_at.timestamp(), key=self.pk)
+
+    def lease_seconds_left(self, now: object = None) -> int:
+        if self.status != self.Status.CLAIMED or self.lease_expires_at is None:
+            return 0
+        now = now or timezone.now()
+        return max(0, int((self.lease_expires_at - now).total_seconds()))  # type: ignore[operator]
+
+
+class Verdict(models.Model):
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+
+    item = models.OneToOneField(ReviewItem, on_delete=models.CASCADE, related_name="verdict")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="verdicts")
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    reason_label = models.CharField(max_length=20, choices=ReasonLabel.choices, blank=True)
+    note = models.TextField(blank=True)
+    counts_for_tuner = models.BooleanField(default=True, help_text="verdicts on sampled auto-passes do not tune")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["reviewer", "-created_at"], name="verdict_by_reviewer")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(decision="approve") | ~Q(reason_label=""), name="reject_needs_label"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.decision} #{self.item_id}"
+
+    @property
+    def approved(self) -> bool:
+        return self.decision == self.Decision.APPROVE
+
+
+class LabelCount(models.Model):
+    label = models.CharField(max_length=20, choices=ReasonLabel.choices, primary_key=True)
+    count = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.label}: {self.count}"
+
+
+class FilterRule(models.Model):
+    """A cheap mechanical gate proposed by a recurring rejection label; an
+    operator enables or dismisses it. Enabled gates run before output reaches
+    a human (in the loop as a pre-gate, and in admit())."""
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed"
+        ENABLED = "enabled"
+        DISMISSED = "dismissed"
+
+    label = models.CharField(max_length=20, choices=ReasonLabel.choices, unique=True)
+    gate = models.CharField(max_length=50)
+    description = models.CharField(max_length=200)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROPOSED)
+    count_at_proposal = models.PositiveIntegerField(default=0)
+    proposed_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.gate} ({self.status})"
+
+
+class ModeChange(models.Model):
+    previous = models.CharField(max_length=16, choices=Mode.choices)
+    mode = models.CharField(max_length=16, choices=Mode.choices)
+    depth = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.previous} -> {self.mode} at depth {self.depth}"
+
+
+class CircuitBreakerEntry(models.Model):
+    """One shed item: what, when, at which priority, and why."""
+
+    item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="shed_entries")
+    priority = models.IntegerField()
+    depth = models.PositiveIntegerField()
+    capacity = models.PositiveIntegerField()
+    incoming = models.BooleanField(help_text="the arriving item itself was the lowest priority")
+    displaced_by = models.ForeignKey(
+        ReviewItem, null=True, blank=True, on_delete=models.SET_NULL, related_name="displaced"
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        verbose_name_plural = "circuit-breaker log"
+
+    def __str__(self) -> str:
+        return f"shed #{self.item_id} (priority {self.priority})"
+
+
+class StepLimitChange(models.Model):
+    previous = models.PositiveIntegerField()
+    step_limit = models.PositiveIntegerField()
+    approve_rate = models.FloatField(null=True, blank=True)
+    verdict = models.ForeignKey(Verdict, null=True, blank=True, on_delete=models.SET_NULL)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.previous} -> {self.step_limit}"
+
+
+class PolicyAudit(models.Model):
+    """Who changed the policy, when, and each field's before -> after."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    changes = models.JSONField(help_text='{"field": [before, after]}')
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        verbose_name_plural = "policy audit log"
+
+    def __str__(self) -> str:
+        return ", ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in self.changes.items())
+
+
+class DepthSample(models.Model):
+    """Queue depth sampled by a periodic task; the dashboard reads a bounded
+    window of these instead of scanning item history."""
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    depth = models.PositiveIntegerField()
+    pending = models.PositiveIntegerField()
+    claimed = models.PositiveIntegerField()
+    mode = models.CharField(max_length=16, choices=Mode.choices)
+    capacity = models.PositiveIntegerField()
+    step_limit = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%H:%M:%S} depth {self.depth}"
+
+
+class LoopRun(models.Model):
+    """One run of an agent loop, keyed by (task, run) so a redelivered Celery
+    task finds its earlier outcome instead of producing a second output."""
+
+    class Outcome(models.TextChoices):
+        RUNNING = "running"
+        AUTO_PASSED = "auto_passed", "auto-passed"
+        ENQUEUED = "enqueued"
+        SHED = "shed"
+        FILTERED = "filtered"
+        DUPLICATE = "duplicate"
+        FAILED = "failed"
+
+    run_id = models.CharField(max_length=200, unique=True)
+    task_id = models.CharField(max_length=200)
+    task_kind = models.CharField(max_length=20, blank=True)
+    task = models.JSONField(help_text="the task as submitted")
+    agent = models.CharField(max_length=50, default="scripted")
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.RUNNING)
+    stop_reason = models.CharField(max_length=32, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveIntegerField(default=0)
+    step_limit = models.PositiveIntegerField(null=True, blank=True)
+    draft = models.BooleanField(default=False)
+    sampled = models.BooleanField(default=False)
+    deliveries = models.PositiveIntegerField(default=0, help_text="times a worker started this run")
+    item = models.ForeignKey(ReviewItem, null=True, blank=True, on_delete=models.SET_NULL)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.run_id} ({self.outcome})"
+
+
+class ApiToken(models.Model):
+    """A producer's API token. Only a hash is stored; the token is shown once."""
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, db_index=True)
+    token_hash = models.CharField(max_length=128, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    can_read_metrics = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class SimulationRun(models.Model):
+    """A what-if simulation an operator asked for, run by a Celery task."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    name = models.CharField(max_length=100, blank=True)
+    params = models.JSONField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"what-if #{self.pk} ({self.status})"

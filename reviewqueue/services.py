@@ -1,0 +1,512 @@
+"""The queue's services: admit, claim, release, renew, decide, undo.
+
+Each is atomic and keyword-only; views, tasks and the API all call these and
+nothing else to change queue state. The policy row is locked first whenever a
+call changes depth or the tuner, so watermark transitions and step-limit
+changes are serialised in every database.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from . import policy
+from .models import (
+    CircuitBreakerEntry,
+    CutoffReason,
+    FilterRule,
+    LabelCount,
+    ModeChange,
+    PolicyAudit,
+    QueuePolicy,
+    ReasonLabel,
+    ReviewItem,
+    StepLimitChange,
+    Verdict,
+)
+
+log = logging.getLogger(__name__)
+
+TRUNCATION_MARKER = "\n\n[reviewqueue: output truncated, {omitted} of {total} characters omitted]"
+
+
+class QueueError(Exception):
+    """A queue operation that cannot be done; ``code`` is stable for APIs and UIs."""
+
+    code = "queue_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(QueueError):
+    code = "invalid"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class NotLeaseHolder(QueueError):
+    code = "not_lease_holder"
+
+
+class LeaseExpired(QueueError):
+    code = "lease_expired"
+
+
+class AlreadyDecided(QueueError):
+    code = "already_decided"
+
+
+class NothingToUndo(QueueError):
+    code = "nothing_to_undo"
+
+
+# --- input hygiene -------------------------------------------------------------
+
+
+def clean_text(value: str | bytes | None, *, limit: int | None = None) -> tuple[str, bool]:
+    """Text safe to store: bytes and invalid UTF-8 (lone surrogates) become
+    U+FFFD, NUL (which PostgreSQL refuses) too; longer than ``limit`` is cut
+    with a visible marker. Returns (text, truncated)."""
+    if value is None:
+        return "", False
+    if isinstance(value, bytes):
+        text = value.decode("utf-8", errors="replace")
+    else:
+        text = str(value).encode("utf-8", errors="replace").decode("utf-8")
+    text = text.replace("\x00", "\ufffd")
+    if limit is not None and len(text) > limit:
+        marker = TRUNCATION_MARKER.format(omitted=len(text) - limit, total=len(text))
+        return text[:limit] + marker, True
+    return text, False
+
+
+# --- admit ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdmitResult:
+    outcome: str  # "enqueued" | "shed" | "duplicate" | "filtered"
+    item: ReviewItem
+    mode: str
+    shed_item: ReviewItem | None = None
+    depth: int = 0
+
+
+def queue_depth() -> int:
+    return ReviewItem.objects.filter(status__in=ReviewItem.WAITING).count()
+
+
+def _set_mode(queue: QueuePolicy, mode: policy.Mode, depth: int, now: datetime) -> None:
+    if queue.mode != mode.value:
+        ModeChange.objects.create(previous=queue.mode, mode=mode.value, depth=depth, created_at=now)
+        log.info("queue mode changed", extra={"previous": queue.mode, "mode": mode.value, "depth": depth})
+        queue.mode = mode.value
+        queue.save(update_fields=["mode", "updated_at"])
+
+
+def enabled_gates() -> list[str]:
+    return list(FilterRule.objects.filter(status=FilterRule.Status.ENABLED).values_list("gate", flat=True))
+
+
+def admit(
+    *,
+    idempotency_key: str,
+    task_description: str | bytes,
+    final_output: str | bytes,
+    cutoff_reason: str,
+    last_error: str | bytes = "",
+    attempt_count: int = 0,
+    label: str = ReviewItem.Label.UNVERIFIED,
+    draft: bool = False,
+    priority: int = 1,
+    task_id: str = "",
+    task_kind: str = "",
+    source_run_id: str = "",
+    producer: str = "",
+    now: datetime | None = None,
+) -> AdmitResult:
+    """Admit one produced output to the queue under the watermark policy.
+
+    Safe to repeat: a second call with the same ``idempotency_key`` changes
+    nothing and answers "duplicate" with the first call's item. At capacity the
+    lowest-priority waiting item (the incoming one included) is shed and
+    written to the circuit-breaker log; nothing is ever deleted.
+    """
+    key = (idempotency_key or "").strip()
+    if not key or len(key) > 200:
+        raise InvalidInput("idempotency_key", "is required, at most 200 characters")
+    if cutoff_reason not in CutoffReason.values:
+        raise InvalidInput("cutoff_reason", f"must be one of {', '.join(CutoffReason.values)}")
+    if label not in ReviewItem.Label.values:
+        raise InvalidInput("label", f"must be one of {', '.join(ReviewItem.Label.values)}")
+    if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
+        raise InvalidInput("priority", "must be an integer in [-1000, 1000]")
+    if not isinstance(attempt_count, int) or isinstance(attempt_count, bool) or not 0 <= attempt_count <= 10_000:
+        raise InvalidInput("attempt_count", "must be an integer in [0, 10000]")
+    limit = settings.REVIEWQUEUE_MAX_OUTPUT_CHARS
+    description, _ = clean_text(task_description, limit=limit)
+    if not description.strip():
+        raise InvalidInput("task_description", "is required")
+    output, truncated = clean_text(final_output, limit=limit)
+    error, _ = clean_text(last_error, limit=20_000)
+    now = now or timezone.now()
+
+    with transaction.atomic():
+        queue = QueuePolicy.locked()
+        existing = ReviewItem.objects.filter(idempotency_key=key).first()
+        if existing is not None:
+            return AdmitResult("duplicate", existing, queue.mode, depth=queue_depth())
+
+        item = ReviewItem(
+            idempotency_key=key,
+            task_id=str(task_id)[:200],
+            task_kind=str(task_kind)[:20],
+            task_description=description,
+            final_output=output,
+            output_truncated=truncated,
+            last_error=error,
+            attempt_count=attempt_count,
+            cutoff_reason=cutoff_reason,
+            label=label,
+            draft=draft,
+            priority=priority,
+            source_run_id=str(source_run_id)[:200],
+            producer=str(producer)[:100],
+            created_at=now,
+        )
+        failures = _run_filter_gates(output)
+        if failures:
+            item.status = ReviewItem.Status.FILTERED
+            item.filter_reason = "; ".join(failures)
+            item.decided_at = now
+            item.save()
+            return AdmitResult("filtered", item, queue.mode, depth=queue_depth())
+
+        depth = queue_depth()
+        lowest = (
+            ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).order_by("priority", "created_at", "pk").first()
+        )
+        incoming = policy.Candidate(priority=priority, arrived=now.timestamp(), key=None)
+        plan = policy.plan_admission(
+            mode=policy.Mode(queue.mode),
+            depth=depth,
+            marks=queue.watermarks(),
+            incoming=incoming,
+            sheddable=[lowest.candidate()] if lowest else [],
+        )
+        shed_item: ReviewItem | None = None
+        if plan.enqueue:
+            item.save()
+            if plan.shed is not None:
+                shed_item = lowest
+                assert shed_item is not None
+                ReviewItem.objects.filter(pk=shed_item.pk).update(status=ReviewItem.Status.SHED, shed_at=now)
+                shed_item.refresh_from_db()
+                CircuitBreakerEntry.objects.create(
+                    item=shed_item,
+                    priority=shed_item.priority,
+                    depth=depth,
+                    capacity=queue.capacity,
+                    incoming=False,
+                    displaced_by=item,
+                    created_at=now,
+                )
+            outcome = "enqueued"
+        else:
+            item.status = ReviewItem.Status.SHED
+            item.shed_at = now
+            item.save()
+            shed_item = item
+            CircuitBreakerEntry.objects.create(
+                item=item, priority=priority, depth=depth, capacity=queue.capacity, incoming=True, created_at=now
+            )
+            outcome = "shed"
+        if shed_item is not None:
+            log.warning(
+                "item shed at capacity",
+                extra={"item": shed_item.pk, "priority": shed_item.priority, "depth": depth, "incoming": outcome == "shed"},
+            )
+        _set_mode(queue, plan.mode, plan.depth, now)
+        return AdmitResult(outcome, item, queue.mode, shed_item=shed_item, depth=plan.depth)
+
+
+def _run_filter_gates(output: str) -> list[str]:
+    gates = enabled_gates()
+    if not gates:
+        return []
+    from loops.gates import run_gates  # loops is pure; imported late to keep start-up light
+
+    return run_gates(output, gates)
+
+
+# --- claim, release, renew -------------------------------------------------------
+
+
+def expire_leases(*, now: datetime | None = None) -> int:
+    """Put items whose lease ran out back in the queue. Safe to repeat."""
+    now = now or timezone.now()
+    return ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now).update(
+        status=ReviewItem.Status.PENDING,
+        lease_holder=None,
+        lease_expires_at=None,
+        lease_expiries=F("lease_expiries") + 1,
+    )
+
+
+def current_claim(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem | None:
+    now = now or timezone.now()
+    return (
+        ReviewItem.objects.filter(
+            status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now
+        )
+        .order_by("claimed_at")
+        .first()
+    )
+
+
+def claim(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem | None:
+    """The reviewer's next item under a lease: the one they already hold, else
+    the next pending item by priority then age. None when the queue is empty.
+
+    Two reviewers never get the same item: PostgreSQL skips rows another
+    transaction has locked; elsewhere a conditional update decides the race.
+    Safe to repeat: a reviewer holding a live lease gets the same item back.
+    """
+    now = now or timezone.now()
+    held = current_claim(reviewer=reviewer, now=now)
+    if held is not None:
+        return held
+    expire_leases(now=now)
+    lease = timedelta(seconds=QueuePolicy.current().lease_seconds)
+    pending = ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).order_by("-priority", "created_at", "pk")
+    claimed_fields = {
+        "status": ReviewItem.Status.CLAIMED,
+        "lease_holder": reviewer,
+        "lease_expires_at": now + lease,
+        "claimed_at": now,
+        "updated_at": now,
+    }
+    if connection.features.has_select_for_update_skip_locked:
+        with transaction.atomic():
+            item = pending.select_for_update(skip_locked=True).first()
+            if item is None:
+                return None
+            for name, value in claimed_fields.items():
+                setattr(item, name, value)
+            item.save(update_fields=list(claimed_fields))
+            return item
+    for _ in range(50):
+        pk = pending.values_list("pk", flat=True).first()
+        if pk is None:
+            return None
+        won = ReviewItem.objects.filter(pk=pk, status=ReviewItem.Status.PENDING).update(**claimed_fields)
+        if won == 1:
+            return ReviewItem.objects.get(pk=pk)
+    return None
+
+
+def _held_item(item_id: int, reviewer: AbstractBaseUser, now: datetime) -> ReviewItem:
+    """The item under a row lock, checked to be under this reviewer's live lease."""
+    try:
+        item = ReviewItem.objects.select_for_update().get(pk=item_id)
+    except ReviewItem.DoesNotExist:
+        raise QueueError(f"item {item_id} does not exist") from None
+    if item.status in ReviewItem.DECIDED:
+        raise AlreadyDecided(f"item {item_id} was already decided ({item.status})")
+    if item.status == ReviewItem.Status.SHED:
+        raise QueueError(f"item {item_id} was shed from the queue")
+    if item.status != ReviewItem.Status.CLAIMED or item.lease_holder_id != reviewer.pk:
+        if item.lease_expiries:
+            # The late holder of a lease that ran out and was swept back.
+            raise LeaseExpired(f"the lease on item {item_id} expired; it went back to the queue")
+        raise NotLeaseHolder(f"item {item_id} is not claimed by you")
+    if item.lease_expires_at is None or item.lease_expires_at < now:
+        raise LeaseExpired(f"your lease on item {item_id} expired")
+    return item
+
+
+def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
+    """Give a claimed item back to the queue (skip). Only the lease holder may."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        item = _held_item(item_id, reviewer, now)
+        item.status = ReviewItem.Status.PENDING
+        item.lease_holder = None
+        item.lease_expires_at = None
+        item.save(update_fields=["status", "lease_holder", "lease_expires_at", "updated_at"])
+        return item
+
+
+def renew(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
+    """Extend the holder's live lease by the policy's lease length. Safe to repeat."""
+    now = now or timezone.now()
+    lease = timedelta(seconds=QueuePolicy.current().lease_seconds)
+    with transaction.atomic():
+        item = _held_item(item_id, reviewer, now)
+        item.lease_expires_at = now + lease
+        item.save(update_fields=["lease_expires_at", "updated_at"])
+        return item
+
+
+# --- decide, undo ----------------------------------------------------------------
+
+
+def _tuner_verdicts(window: int) -> list[bool]:
+    recent = (
+        Verdict.objects.filter(counts_for_tuner=True).order_by("-created_at", "-pk").values_list("decision", flat=True)
+    )[:window]
+    return [decision == Verdict.Decision.APPROVE for decision in reversed(list(recent))]
+
+
+def _retune(queue: QueuePolicy, verdict: Verdict, now: datetime) -> None:
+    cfg = queue.tuner()
+    verdicts = _tuner_verdicts(cfg.window)
+    new_limit = policy.tune_step_limit(queue.step_limit, verdicts, cfg)
+    if new_limit != queue.step_limit:
+        StepLimitChange.objects.create(
+            previous=queue.step_limit,
+            step_limit=new_limit,
+            approve_rate=policy.approve_rate(verdicts, cfg.window),
+            verdict=verdict,
+            created_at=now,
+        )
+        log.info("step limit tuned", extra={"previous": queue.step_limit, "step_limit": new_limit})
+        queue.step_limit = new_limit
+        queue.save(update_fields=["step_limit", "updated_at"])
+
+
+def _propose_rules(queue: QueuePolicy, now: datetime) -> None:
+    counts = dict(LabelCount.objects.values_list("label", "count"))
+    existing = FilterRule.objects.values_list("label", flat=True)
+    for label in policy.proposed_filter_rules(counts, queue.label_threshold, existing):
+        gate, description = policy.FILTER_GATES[label]
+        FilterRule.objects.create(
+            label=label, gate=gate, description=description, count_at_proposal=counts[label], proposed_at=now
+        )
+        log.info("filter rule proposed", extra={"label": label, "gate": gate})
+
+
+def decide(
+    *,
+    item_id: int,
+    reviewer: AbstractBaseUser,
+    approve: bool,
+    reason_label: str = "",
+    note: str = "",
+    now: datetime | None = None,
+) -> Verdict:
+    """Record a verdict on an item the reviewer holds under a live lease.
+
+    Only once: a second call raises AlreadyDecided and changes nothing. The
+    step-limit tuner, the label counts and the queue mode move in the same
+    transaction as the verdict.
+    """
+    now = now or timezone.now()
+    if not approve and reason_label not in ReasonLabel.values:
+        raise InvalidInput("reason_label", f"a rejection needs one of {', '.join(ReasonLabel.values)}")
+    note_text, _ = clean_text(note, limit=5_000)
+    with transaction.atomic():
+        queue = QueuePolicy.locked()
+        item = _held_item(item_id, reviewer, now)
+        try:
+            with transaction.atomic():
+                verdict = Verdict.objects.create(
+                    item=item,
+                    reviewer=reviewer,
+                    decision=Verdict.Decision.APPROVE if approve else Verdict.Decision.REJECT,
+                    reason_label="" if approve else reason_label,
+                    note=note_text,
+                    counts_for_tuner=item.label == ReviewItem.Label.UNVERIFIED,
+                    created_at=now,
+                )
+        except IntegrityError:
+            raise AlreadyDecided(f"item {item_id} was already decided") from None
+        item.status = ReviewItem.Status.APPROVED if approve else ReviewItem.Status.REJECTED
+        item.decided_at = now
+        item.lease_expires_at = None
+        item.save(update_fields=["status", "decided_at", "lease_expires_at", "updated_at"])
+        if not approve:
+            LabelCount.objects.get_or_create(label=reason_label)
+            LabelCount.objects.filter(label=reason_label).update(count=F("count") + 1)
+            _propose_rules(queue, now)
+        if verdict.counts_for_tuner:
+            _retune(queue, verdict, now)
+        depth = queue_depth()
+        _set_mode(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, now)
+        return verdict
+
+
+def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
+    """Take back the reviewer's last verdict if it is younger than the undo
+    window: the item returns to them under a fresh lease, and the label count
+    and any step-limit change that verdict caused are reverted."""
+    now = now or timezone.now()
+    window = timedelta(seconds=settings.REVIEWQUEUE_UNDO_SECONDS)
+    with transaction.atomic():
+        queue = QueuePolicy.locked()
+        verdict = (
+            Verdict.objects.select_for_update()
+            .filter(reviewer=reviewer, created_at__gte=now - window)
+            .order_by("-created_at", "-pk")
+            .first()
+        )
+        if verdict is None:
+            raise NothingToUndo(f"no verdict of yours in the last {window.seconds} seconds to undo")
+        item = verdict.item
+        change = StepLimitChange.objects.filter(verdict=verdict).first()
+        if change is not None and queue.step_limit == change.step_limit:
+            queue.step_limit = change.previous
+            queue.save(update_fields=["step_limit", "updated_at"])
+            change.delete()
+        if verdict.reason_label:
+            LabelCount.objects.filter(label=verdict.reason_label, count__gt=0).update(count=F("count") - 1)
+        verdict.delete()
+        item.status = ReviewItem.Status.CLAIMED
+        item.lease_holder = reviewer
+        item.lease_expires_at = now + timedelta(seconds=queue.lease_seconds)
+        item.decided_at = None
+        item.save(update_fields=["status", "lease_holder", "lease_expires_at", "decided_at", "updated_at"])
+        depth = queue_depth()
+        _set_mode(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, now)
+        return item
+
+
+# --- policy settings -------------------------------------------------------------
+
+
+def policy_update(*, user: AbstractBaseUser | None, changes: dict[str, object]) -> QueuePolicy:
+    """Change policy fields after validation; audited (who, when, before -> after).
+    Raises django.core.exceptions.ValidationError naming the fields."""
+    unknown = set(changes) - set(QueuePolicy.EDITABLE_FIELDS)
+    if unknown:
+        raise InvalidInput(sorted(unknown)[0], "is not a policy setting")
+    with transaction.atomic():
+        queue = QueuePolicy.locked()
+        before = queue.snapshot()
+        for name, value in changes.items():
+            setattr(queue, name, value)
+        queue.full_clean()
+        after = queue.snapshot()
+        diff = {name: [before[name], after[name]] for name in after if before[name] != after[name]}
+        if not diff:
+            return queue
+        queue.save()
+        PolicyAudit.objects.create(user=user, changes=diff)
+        if "step_limit" in diff:
+            StepLimitChange.objects.create(previous=before["step_limit"], step_limit=queue.step_limit, changed_by=user)
+        depth = queue_depth()
+        _set_mode(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, timezone.now())
+        log.info("policy changed", extra={"changes": diff, "user": getattr(user, "username", None)})
+        return queue

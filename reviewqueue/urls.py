@@ -1,0 +1,17 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from .views import auth
+
+urlpatterns = [
+    path("", auth.home, name="home"),
+    path("login/", auth.login_view, name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("health/", auth.health, name="health"),
+    path("review/", include("reviewqueue.views.review")),
+    path("ops/", include("reviewqueue.views.ops")),
+    path("api/", include("reviewqueue.views.api")),
+    path("admin/", admin.site.urls),
+    path("", include("reviewqueue.views.metrics")),
+]

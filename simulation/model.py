@@ -1,0 +1,358 @@
+"""The capacity model as SimPy processes: one run of one scenario.
+
+Admission, shedding, modes and tuning go through ``reviewqueue.policy`` so the
+model runs the queue's production rules, not a copy of them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import random
+from collections import deque
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from reviewqueue.policy import (
+    Candidate,
+    Mode,
+    loop_runs_draft,
+    next_mode,
+    plan_admission,
+    tune_step_limit,
+)
+from simulation.scenario import Scenario
+
+# Rates such as 2.5/min are carried over between minutes; the epsilon keeps
+# 0.1 + 0.2 style float sums from losing an item.
+_EPS = 1e-9
+
+
+@dataclass
+class RunResult:
+    """Everything one run measured. Times are minutes."""
+
+    produced: int = 0
+    auto_passed: int = 0
+    arrived: int = 0  # outputs offered to the queue
+    enqueued: int = 0
+    dropped: int = 0  # lost at capacity: dropped (backpressure off) or shed (on)
+    reviewed: int = 0
+    approved: int = 0
+    drafts: int = 0
+    agent_steps: int = 0
+    mean_wait_min: float = 0.0
+    p95_wait_min: float = 0.0
+    max_depth: int = 0
+    step_limit_final: int = 0
+    lost_by_priority: list[int] = field(default_factory=list)
+    depth_series: list[float] = field(default_factory=list)
+    step_limit_trajectory: list[int] = field(default_factory=list)
+    mode_minutes: dict[str, float] = field(default_factory=dict)
+    events: int = 0
+
+    @property
+    def overflow_pct(self) -> float:
+        return 100.0 * self.dropped / self.arrived if self.arrived else 0.0
+
+
+class _Item:
+    __slots__ = ("seq", "arrived", "priority", "approve_prob", "alive")
+
+    def __init__(self, seq: int, arrived: float, priority: int, approve_prob: float) -> None:
+        self.seq = seq
+        self.arrived = arrived
+        self.priority = priority
+        self.approve_prob = approve_prob
+        self.alive = True
+
+
+class _Queue:
+    """The review queue's state plus the loops feeding it and the tuner reading it."""
+
+    def __init__(self, sc: Scenario, rng: random.Random) -> None:
+        self.sc = sc
+        self.rng = rng
+        self.marks = sc.watermarks()
+        self.tuner = sc.tuner()
+        self.fifo: deque[_Item] = deque()
+        # Per-priority FIFOs make the shedding candidate an O(1) lookup; shed or
+        # reviewed items are skipped lazily through ``alive``.
+        self.by_priority: list[deque[_Item]] = [deque() for _ in sc.priority_mix]
+        self.depth = 0  # waiting + under review, as policy.plan_admission counts it
+        self.waiting = 0
+        self.mode = Mode.NORMAL
+        self.mode_since = 0.0
+        self.mode_time = {m.value: 0.0 for m in Mode}
+        self.step_limit = sc.step_limit_start
+        self.verdicts: deque[bool] = deque(maxlen=sc.tuner_window)
+        self.waits: list[float] = []
+        self.seq = itertools.count()
+        self.r = RunResult(lost_by_priority=[0] * len(sc.priority_mix))
+        self.priority_cdf = _cdf(sc.priority_mix)
+        self.quality_cdf = _cdf(sc.quality_mix)
+        self.idle: list[simpy.Event] = []
+
+    # -- loops -----------------------------------------------------------------
+    def produce(self, now: float) -> _Item | None:
+        """One loop finishes; its output, or None when it was auto-passed."""
+        sc, rng, r = self.sc, self.rng, self.r
+        draft = sc.backpressure and loop_runs_draft(self.mode)
+        steps = 1 if draft else self.step_limit
+        r.produced += 1
+        r.drafts += draft
+        if sc.verdict_model == "article":
+            # The published model: every output reaches a human and ran to the limit.
+            r.agent_steps += steps
+            if draft:
+                approve = sc.draft_approve
+            else:
+                approve = sc.quality_approve[bisect.bisect(self.quality_cdf, rng.random())]
+        else:
+            easy = rng.random() < sc.easy_share
+            hazard = sc.easy_hazard if easy else sc.hard_hazard
+            needed = _geometric(rng, hazard)
+            r.agent_steps += min(needed, steps)
+            if needed <= steps:
+                r.auto_passed += 1
+                return None
+            if draft:
+                approve = sc.draft_approve
+            else:
+                approve = sc.easy_cutoff_approve if easy else sc.hard_cutoff_approve
+        priority = bisect.bisect(self.priority_cdf, rng.random())
+        return _Item(next(self.seq), now, priority, approve)
+
+    # -- the queue ---------------------------------------------------------------
+    def offer(self, now: float, item: _Item) -> None:
+        r = self.r
+        r.arrived += 1
+        if not self.sc.backpressure:
+            if self.depth >= self.marks.capacity:
+                r.dropped += 1
+                r.lost_by_priority[item.priority] += 1
+                return
+            self._enqueue(item)
+            self.depth += 1
+        else:
+            # Only a full queue sheds, and then only its lowest waiting item can matter.
+            lowest = self._lowest_waiting() if self.depth >= self.marks.capacity else None
+            plan = plan_admission(
+                mode=self.mode,
+                depth=self.depth,
+                marks=self.marks,
+                incoming=Candidate(item.priority, item.seq, item.seq),
+                sheddable=() if lowest is None else (Candidate(lowest.priority, lowest.seq, lowest),),
+            )
+            if plan.shed is not None:
+                victim = item if plan.shed.key == item.seq else plan.shed.key
+                victim.alive = False
+                if victim is not item:
+                    self.waiting -= 1
+                r.dropped += 1
+                r.lost_by_priority[victim.priority] += 1
+            if plan.enqueue:
+                self._enqueue(item)
+            self.depth = plan.depth
+            self._set_mode(now, plan.mode)
+        if self.depth > r.max_depth:
+            r.max_depth = self.depth
+        if self.idle:
+            self.idle.pop().succeed()
+
+    def _enqueue(self, item: _Item) -> None:
+        self.r.enqueued += 1
+        self.waiting += 1
+        self.fifo.append(item)
+        self.by_priority[item.priority].append(item)
+
+    def _lowest_waiting(self) -> _Item | None:
+        for lane in self.by_priority:
+            while lane and not lane[0].alive:
+                lane.popleft()
+            if lane:
+                return lane[0]
+        return None
+
+    def take(self) -> _Item | None:
+        """The oldest waiting item goes under review (reviewers work first in, first out)."""
+        fifo = self.fifo
+        while fifo:
+            item = fifo.popleft()
+            if item.alive:
+                item.alive = False  # no longer sheddable
+                self.waiting -= 1
+                return item
+        return None
+
+    def finish(self, now: float, item: _Item) -> None:
+        r = self.r
+        approved = self.rng.random() < item.approve_prob
+        self.verdicts.append(approved)
+        self.waits.append(now - item.arrived)
+        r.reviewed += 1
+        r.approved += approved
+        self.depth -= 1
+        if self.sc.backpressure:
+            self._set_mode(now, next_mode(self.mode, self.depth, self.marks))
+
+    def _set_mode(self, now: float, mode: Mode) -> None:
+        if mode is not self.mode:
+            self.mode_time[self.mode.value] += now - self.mode_since
+            self.mode = mode
+            self.mode_since = now
+
+    def end_of_minute(self) -> None:
+        """Sample the depth and let the tuner look at the last window of verdicts."""
+        r = self.r
+        r.depth_series.append(self.depth)
+        if len(self.verdicts) >= self.tuner.window:
+            self.step_limit = tune_step_limit(self.step_limit, list(self.verdicts), self.tuner)
+        r.step_limit_trajectory.append(self.step_limit)
+
+    def finalise(self, end: float, events: int) -> RunResult:
+        r = self.r
+        self.mode_time[self.mode.value] += end - self.mode_since
+        r.mode_minutes = self.mode_time
+        r.step_limit_final = self.step_limit
+        r.events = events
+        if self.waits:
+            r.mean_wait_min = math.fsum(self.waits) / len(self.waits)
+            r.p95_wait_min = _percentile(self.waits, 95.0)
+        return r
+
+
+def simulate(sc: Scenario, seed: int) -> RunResult:
+    """One run of ``sc`` from an empty queue, reproducible from ``seed``."""
+    rng = random.Random(seed)
+    env = simpy.Environment()
+    q = _Queue(sc, rng)
+    q.r.depth_series.append(0)
+    q.r.step_limit_trajectory.append(q.step_limit)
+    counter = [0]
+    if sc.model == "article":
+        # Same-time events run in scheduling order, so starting the producer
+        # first makes each minute's arrivals land before that minute's review.
+        env.process(_article_producer(env, q, counter))
+        env.process(_article_reviewer(env, q, counter))
+        env.run(until=sc.duration_min)
+    else:
+        env.process(_poisson_arrivals(env, q, counter))
+        mu = sc.review_per_min / sc.reviewers
+        for _ in range(sc.reviewers if mu > 0 else 0):
+            env.process(_poisson_reviewer(env, q, mu, counter))
+        env.process(_clock(env, q, counter))
+        env.run(until=sc.duration_min)
+        q.end_of_minute()  # events at exactly the end time are not processed by run()
+    return q.finalise(float(sc.duration_min), counter[0])
+
+
+Proc = Generator[simpy.Event, Any, None]
+
+
+def _article_producer(env: simpy.Environment, q: _Queue, counter: list[int]) -> Proc:
+    sc, rng = q.sc, q.rng
+    carry = 0.0
+    for _ in range(sc.duration_min):
+        burst = rng.random() < sc.burst_prob
+        carry += sc.production_per_min * (sc.burst_mult if burst else 1.0)
+        n = int(carry + _EPS)
+        carry -= n
+        for _ in range(n):
+            item = q.produce(env.now)
+            if item is not None:
+                q.offer(env.now, item)
+        counter[0] += 1
+        yield env.timeout(1)
+
+
+def _article_reviewer(env: simpy.Environment, q: _Queue, counter: list[int]) -> Proc:
+    sc = q.sc
+    carry = 0.0
+    for _ in range(sc.duration_min):
+        carry += sc.review_per_min
+        quota = int(carry + _EPS)
+        carry -= quota  # capacity unused this minute is lost, not banked
+        for _ in range(quota):
+            item = q.take()
+            if item is None:
+                break
+            q.finish(env.now, item)
+        q.end_of_minute()
+        counter[0] += 1
+        yield env.timeout(1)
+
+
+def _poisson_arrivals(env: simpy.Environment, q: _Queue, counter: list[int]) -> Proc:
+    sc, rng = q.sc, q.rng
+    for minute in range(sc.duration_min):
+        # Bursts modulate the rate minute by minute; memorylessness lets the
+        # next gap be drawn afresh at every rate change.
+        burst = rng.random() < sc.burst_prob
+        rate = sc.production_per_min * (sc.burst_mult if burst else 1.0)
+        end = minute + 1
+        t = float(minute)
+        while rate > 0:
+            t += rng.expovariate(rate)
+            if t >= end:
+                break
+            counter[0] += 1
+            yield env.timeout(t - env.now)
+            item = q.produce(env.now)
+            if item is not None:
+                q.offer(env.now, item)
+        counter[0] += 1
+        yield env.timeout(end - env.now)
+
+
+def _poisson_reviewer(env: simpy.Environment, q: _Queue, mu: float, counter: list[int]) -> Proc:
+    rng = q.rng
+    while True:
+        item = q.take()
+        if item is None:
+            wake = env.event()
+            q.idle.append(wake)
+            counter[0] += 1
+            yield wake
+            continue
+        counter[0] += 1
+        yield env.timeout(rng.expovariate(mu))
+        q.finish(env.now, item)
+
+
+def _clock(env: simpy.Environment, q: _Queue, counter: list[int]) -> Proc:
+    for _ in range(q.sc.duration_min - 1):
+        counter[0] += 1
+        yield env.timeout(1)
+        q.end_of_minute()
+
+
+def _cdf(weights: tuple[float, ...]) -> list[float]:
+    total = math.fsum(weights)
+    acc, out = 0.0, []
+    for w in weights[:-1]:
+        acc += w
+        out.append(acc / total)
+    return out
+
+
+def _geometric(rng: random.Random, p: float) -> int:
+    """Steps until the red line first passes, each step passing with chance ``p``."""
+    if p >= 1:
+        return 1
+    if p <= 0:
+        return 1 << 62
+    return int(math.log(1.0 - rng.random()) / math.log1p(-p)) + 1
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    # Linear interpolation between closest ranks, as numpy's default does.
+    pos = (len(ordered) - 1) * pct / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)

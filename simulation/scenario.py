@@ -1,0 +1,193 @@
+"""What a simulation run is asked: a frozen, JSON-friendly scenario and the presets A-D."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from reviewqueue.policy import TunerConfig, Watermarks
+
+MODELS = ("article", "poisson")
+VERDICT_MODELS = ("article", "step_aware")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One what-if question. Rates are per minute; watermarks are fractions of capacity.
+
+    ``model`` picks the arrival/review mechanics: ``article`` is the published
+    one-minute-step model (a fixed count arrives, then reviewers take up to
+    ``review_per_min``); ``poisson`` has Poisson arrivals and exponential review
+    times shared by ``reviewers`` servers (each at ``review_per_min / reviewers``).
+
+    ``verdict_model`` picks what a loop produces: ``article`` sends every output
+    to the queue with a good/minor/critical quality mix (the step limit changes
+    nothing); ``step_aware`` makes ``production_per_min`` the rate at which loops
+    finish, of which the ones that hit their red line within the step limit are
+    auto-passed and only cut-off output is queued (see simulation/README.md).
+    """
+
+    model: str = "article"
+    production_per_min: float = 2.0
+    review_per_min: float = 3.0
+    reviewers: int = 1
+    capacity: int = 50
+    duration_min: int = 120
+    burst_prob: float = 0.015
+    burst_mult: float = 3.0
+    high_watermark: float = 0.8
+    low_watermark: float = 0.3
+    backpressure: bool = False
+    # Weights of priorities 0 (lowest, shed first), 1, 2, ...
+    priority_mix: tuple[float, ...] = (0.3, 0.5, 0.2)
+    verdict_model: str = "article"
+    # Published verdict model: good / minor / critical output.
+    quality_mix: tuple[float, ...] = (0.7, 0.2, 0.1)
+    quality_approve: tuple[float, ...] = (0.95, 0.30, 0.10)
+    # A draft is a single attempt with no fix loop.
+    draft_approve: float = 0.3
+    step_limit_start: int = 5
+    min_step_limit: int = 3
+    max_step_limit: int = 15
+    tuner_window: int = 10
+    approve_high: float = 0.8
+    approve_low: float = 0.4
+    # step_aware verdict model: easy tasks reach their red line quickly, hard ones rarely;
+    # cut-off output of an easy task is nearly right, of a hard task mostly wrong.
+    easy_share: float = 0.85
+    easy_hazard: float = 0.2
+    hard_hazard: float = 0.03
+    easy_cutoff_approve: float = 0.95
+    hard_cutoff_approve: float = 0.25
+
+    def __post_init__(self) -> None:
+        _check(self.model in MODELS, "model", f"must be one of {', '.join(MODELS)}")
+        _check(
+            self.verdict_model in VERDICT_MODELS,
+            "verdict_model",
+            f"must be one of {', '.join(VERDICT_MODELS)}",
+        )
+        for name in ("production_per_min", "review_per_min", "burst_mult"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value >= 0, name, "must be a finite number >= 0")
+        _check(self.burst_mult >= 1, "burst_mult", "must be at least 1")
+        _check(self.reviewers >= 1, "reviewers", "must be at least 1")
+        _check(1 <= self.duration_min <= 1_000_000, "duration_min", "must be in [1, 1000000]")
+        for name in (
+            "burst_prob",
+            "draft_approve",
+            "easy_share",
+            "easy_hazard",
+            "hard_hazard",
+            "easy_cutoff_approve",
+            "hard_cutoff_approve",
+        ):
+            value = getattr(self, name)
+            _check(0 <= value <= 1, name, "must be in [0, 1]")
+        for name in ("priority_mix", "quality_mix"):
+            mix = getattr(self, name)
+            _check(
+                len(mix) >= 1 and all(w >= 0 for w in mix) and sum(mix) > 0,
+                name,
+                "must be non-negative weights with a positive sum",
+            )
+        _check(
+            len(self.quality_approve) == len(self.quality_mix)
+            and all(0 <= p <= 1 for p in self.quality_approve),
+            "quality_approve",
+            "must hold one probability in [0, 1] per quality_mix entry",
+        )
+        # Validation of the queue's own numbers stays with the policy that uses them.
+        self.watermarks()
+        tuner = self.tuner()
+        _check(
+            tuner.min_steps <= self.step_limit_start <= tuner.max_steps,
+            "step_limit_start",
+            "must lie within [min_step_limit, max_step_limit]",
+        )
+
+    def watermarks(self) -> Watermarks:
+        return Watermarks(capacity=self.capacity, high=self.high_watermark, low=self.low_watermark)
+
+    def tuner(self) -> TunerConfig:
+        return TunerConfig(
+            window=self.tuner_window,
+            approve_high=self.approve_high,
+            approve_low=self.approve_low,
+            min_steps=self.min_step_limit,
+            max_steps=self.max_step_limit,
+        )
+
+    @property
+    def ratio(self) -> float:
+        """Production over review capacity (DESIGN.md rule 9)."""
+        if self.review_per_min == 0:
+            return math.inf
+        return self.production_per_min / self.review_per_min
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for key, value in out.items():
+            if isinstance(value, tuple):
+                out[key] = list(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scenario:
+        """Build from JSON-like input; raises ValueError naming the offending field."""
+        if not isinstance(data, dict):
+            raise ValueError("scenario: must be an object")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in fields:
+                raise ValueError(f"{key}: unknown scenario field")
+            kwargs[key] = _coerce(key, fields[key].default, value)
+        return cls(**kwargs)
+
+
+def _check(ok: bool, field_name: str, message: str) -> None:
+    if not ok:
+        raise ValueError(f"{field_name}: {message}")
+
+
+def _coerce(name: str, default: Any, value: Any) -> Any:
+    # JSON has no tuples and no int/float distinction, so convert by the default's type.
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("on", "true", "1", "off", "false", "0"):
+                return value.lower() in ("on", "true", "1")
+            raise TypeError
+        if isinstance(default, int):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise TypeError
+            return int(value)
+        if isinstance(default, float):
+            if isinstance(value, bool):
+                raise TypeError
+            return float(value)
+        if isinstance(default, tuple):
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+                raise TypeError
+            return tuple(float(v) for v in value)
+        if isinstance(default, str):
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+    except (TypeError, ValueError):
+        pass
+    else:
+        return value
+    raise ValueError(f"{name}: expected {type(default).__name__}, got {value!r}")
+
+
+PRESETS: dict[str, Scenario] = {
+    "A": Scenario(production_per_min=2.0, review_per_min=3.0),
+    "B": Scenario(production_per_min=5.0, review_per_min=3.0),
+    "C": Scenario(production_per_min=2.0, review_per_min=3.0, burst_prob=0.045),
+    "D": Scenario(production_per_min=2.0, review_per_min=1.0),
+}

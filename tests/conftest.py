@@ -1,0 +1,70 @@
+"""Shared fixtures. Settings overrides for tests live here, not in a second settings file."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+_keys = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _test_settings(settings: Any) -> None:
+    # Tests talk plain HTTP to localhost; production's HTTPS redirect would get in the way.
+    settings.SECURE_SSL_REDIRECT = False
+    settings.SESSION_COOKIE_SECURE = False
+    settings.CSRF_COOKIE_SECURE = False
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def roles(db: None) -> dict[str, Any]:
+    from reviewqueue.management.commands.setup_roles import ensure_groups
+
+    return ensure_groups()
+
+
+@pytest.fixture
+def make_user(roles: dict[str, Any], django_user_model: Any) -> Callable[..., Any]:
+    def make(username: str, *role_names: str, password: str = "pw-for-tests-1") -> Any:
+        user = django_user_model.objects.create_user(username=username, password=password)
+        for role in role_names:
+            user.groups.add(roles[role])
+        return user
+
+    return make
+
+
+@pytest.fixture
+def reviewer(make_user: Callable[..., Any]) -> Any:
+    return make_user("rita", "reviewer")
+
+
+@pytest.fixture
+def operator(make_user: Callable[..., Any]) -> Any:
+    return make_user("otto", "operator")
+
+
+@pytest.fixture
+def admit_item(db: None) -> Callable[..., Any]:
+    """Admit one cutoff output through the real service; returns the AdmitResult."""
+    from reviewqueue import services
+
+    def admit(**overrides: Any) -> Any:
+        n = next(_keys)
+        fields: dict[str, Any] = {
+            "idempotency_key": f"test-{n}",
+            "task_description": f"Write is_even (task {n})",
+            "final_output": "def is_even(n):\n    return n % 2 == 0\n",
+            "cutoff_reason": "step_limit",
+            "last_error": "AssertionError:check_2",
+            "attempt_count": 5,
+            "task_id": f"task-{n}",
+        }
+        fields.update(overrides)
+        return services.admit(**fields)
+
+    return admit
