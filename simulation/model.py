@@ -61,7 +61,7 @@ class RunResult:
 
 
 class _Item:
-    __slots__ = ("seq", "arrived", "priority", "approve_prob", "alive")
+    __slots__ = ("alive", "approve_prob", "arrived", "priority", "seq")
 
     def __init__(self, seq: int, arrived: float, priority: int, approve_prob: float) -> None:
         self.seq = seq
@@ -159,8 +159,7 @@ class _Queue:
                 self._enqueue(item)
             self.depth = plan.depth
             self._set_mode(now, plan.mode)
-        if self.depth > r.max_depth:
-            r.max_depth = self.depth
+        r.max_depth = max(r.max_depth, self.depth)
         if self.idle:
             self.idle.pop().succeed()
 

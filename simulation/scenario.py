@@ -94,8 +94,7 @@ class Scenario:
                 "must be non-negative weights with a positive sum",
             )
         _check(
-            len(self.quality_approve) == len(self.quality_mix)
-            and all(0 <= p <= 1 for p in self.quality_approve),
+            len(self.quality_approve) == len(self.quality_mix) and all(0 <= p <= 1 for p in self.quality_approve),
             "quality_approve",
             "must hold one probability in [0, 1] per quality_mix entry",
         )
@@ -138,7 +137,8 @@ class Scenario:
     def from_dict(cls, data: dict[str, Any]) -> Scenario:
         """Build from JSON-like input; raises ValueError naming the offending field."""
         if not isinstance(data, dict):
-            raise ValueError("scenario: must be an object")
+            # One exception type for every bad input keeps the callers' handling simple.
+            raise ValueError("scenario: must be an object")  # noqa: TRY004
         fields = {f.name: f for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
