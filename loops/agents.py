@@ -65,9 +65,7 @@ def load_replay(path: str | Path) -> Replay:
     attempts = tuple(str(a) for a in data["attempts"])
     if not attempts:
         raise ValueError(f"{path}: a replay needs at least one attempt")
-    return Replay(
-        task_id=str(data["task"]), attempts=attempts, note=str(data.get("note", ""))
-    )
+    return Replay(task_id=str(data["task"]), attempts=attempts, note=str(data.get("note", "")))
 
 
 def shipped_replays() -> dict[str, Replay]:
@@ -87,9 +85,7 @@ _DEFAULT_ATTEMPTS: Mapping[str, tuple[str, ...]] = {
 
 
 def default_replay(task: Task) -> Replay:
-    return Replay(
-        task_id=task.id, attempts=_DEFAULT_ATTEMPTS[str(task.kind)], note="default"
-    )
+    return Replay(task_id=task.id, attempts=_DEFAULT_ATTEMPTS[str(task.kind)], note="default")
 
 
 class ScriptedAgent:
@@ -148,9 +144,7 @@ class OpenAIAgent:
         self.sleep = sleep
         self.prompt_tokens = 0
         self.completion_tokens = 0
-        self.client = httpx.Client(
-            timeout=timeout_s, headers=headers, transport=transport
-        )
+        self.client = httpx.Client(timeout=timeout_s, headers=headers, transport=transport)
 
     def attempt(self, prompt: str) -> AgentReply:
         body: dict[str, Any] = {
@@ -163,9 +157,7 @@ class OpenAIAgent:
         try:
             text = str(data["choices"][0]["message"]["content"] or "")
         except (KeyError, IndexError, TypeError) as exc:
-            raise AgentError(
-                "endpoint answered without choices[0].message.content"
-            ) from exc
+            raise AgentError("endpoint answered without choices[0].message.content") from exc
         usage = data.get("usage") or {}
         prompt_tokens = int(usage.get("prompt_tokens") or estimate_tokens(prompt))
         completion_tokens = int(usage.get("completion_tokens") or estimate_tokens(text))
@@ -261,13 +253,9 @@ def make_agent(name: str, *, task: Task | None = None, **options: Any) -> Agent:
     if name == "openai":
         return OpenAIAgent(**options)
     if name == "command":
-        command = options.pop("command", None) or os.environ.get(
-            "LOOPS_AGENT_COMMAND", ""
-        )
+        command = options.pop("command", None) or os.environ.get("LOOPS_AGENT_COMMAND", "")
         if not command:
-            raise AgentError(
-                "the command agent needs command=... or LOOPS_AGENT_COMMAND"
-            )
+            raise AgentError("the command agent needs command=... or LOOPS_AGENT_COMMAND")
         return CommandAgent(command, **options)
     if name == "scored":
         # Imported lazily: the scored agent lives beside the stop rules and pulls numpy.

@@ -173,32 +173,22 @@ def build_prompt(
     attempt = len(history) + 1
     parts = [description.strip()]
     if open_task and attempt > 1:
-        parts.append(
-            f"This is attempt {attempt} of {step_limit}. Improve your previous answer."
-        )
+        parts.append(f"This is attempt {attempt} of {step_limit}. Improve your previous answer.")
     if not history:
         return "\n\n".join(parts)
     last = history[-1]
-    lines = [
-        f"Attempt {attempt} of {step_limit}. Your previous answer (attempt {last.attempt}) failed."
-    ]
+    lines = [f"Attempt {attempt} of {step_limit}. Your previous answer (attempt {last.attempt}) failed."]
     advice = _CLASS_ADVICE.get(last.failure_class, "your code raised an error")
     lines.append(redactor.redact(f"Failure class: {last.failure_class} ({advice})."))
     if last.failed_checks:
-        lines.append(
-            redactor.redact(
-                "Failing hidden checks: " + ", ".join(last.failed_checks) + "."
-            )
-        )
+        lines.append(redactor.redact("Failing hidden checks: " + ", ".join(last.failed_checks) + "."))
     for message in dict.fromkeys(last.messages):
         lines.append(redactor.redact(f"Your code raised: {message}"))
     if last.log_tail.strip():
         lines.append(redactor.redact("Your code printed:\n" + last.log_tail))
     earlier = [f.failure_class for f in history]
     if len(earlier) > 1:
-        lines.append(
-            redactor.redact("Failure classes so far: " + " -> ".join(earlier) + ".")
-        )
+        lines.append(redactor.redact("Failure classes so far: " + " -> ".join(earlier) + "."))
     lines.append("The hidden checks are not shown. Fix the cause and answer again.")
     parts.append("\n".join(lines))
     return "\n\n".join(parts)

@@ -33,9 +33,7 @@ DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 _MAX_OUTPUT_BYTES = 1024 * 1024
 _LOG_TAIL_LINES = 20
 
-_FENCE = re.compile(
-    r"```[ \t]*(?:python|py|json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE
-)
+_FENCE = re.compile(r"```[ \t]*(?:python|py|json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 def extract_code(text: str) -> str:
@@ -122,9 +120,7 @@ def _limits(cpu_s: int, memory_bytes: int) -> Callable[[], None]:
 
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(
-            resource.RLIMIT_FSIZE, (_MAX_OUTPUT_BYTES, _MAX_OUTPUT_BYTES)
-        )
+        resource.setrlimit(resource.RLIMIT_FSIZE, (_MAX_OUTPUT_BYTES, _MAX_OUTPUT_BYTES))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
     return apply
@@ -174,9 +170,7 @@ def run_checks(
     if not found:
         # Killed by a limit, or the candidate ended the process itself.
         cls = "ResourceLimit" if done.returncode < 0 else "HarnessError"
-        return RedLineResult(
-            passed=False, failure_class=cls, log_tail=_tail(done.stderr)
-        )
+        return RedLineResult(passed=False, failure_class=cls, log_tail=_tail(done.stderr))
     data = json.loads(report)
     failed = [r for r in data["results"] if r["error"]]
     if not failed:
@@ -217,8 +211,6 @@ def format_problem(task: Task, output: str) -> str | None:
     return None
 
 
-def demand_red_line(
-    task: Task, output: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
-) -> RedLineResult:
+def demand_red_line(task: Task, output: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> RedLineResult:
     """The task's hidden checks against the code in ``output``."""
     return run_checks(extract_code(output), task.checks, timeout_s=timeout_s)

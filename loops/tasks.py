@@ -63,9 +63,7 @@ class Check:
             stdout=_opt_str(data.get("stdout")),
         )
         if (check.code is None) == (check.stdout is None):
-            raise TaskError(
-                f"{where} {check.id}: give either code or stdout (with stdin)"
-            )
+            raise TaskError(f"{where} {check.id}: give either code or stdout (with stdin)")
         return check
 
     def secrets(self) -> tuple[str, ...]:
@@ -122,13 +120,9 @@ class Task:
         if self.kind is TaskKind.OPEN and self.checks:
             raise TaskError(f"{where}: an open task has no red line, so no checks")
         if self.kind is not TaskKind.OPEN and not self.checks and not self.scored:
-            raise TaskError(
-                f"{where}: a {self.kind} task needs checks (or scored: true)"
-            )
+            raise TaskError(f"{where}: a {self.kind} task needs checks (or scored: true)")
         if self.format_check is not None and self.format_check not in FORMAT_CHECKS:
-            raise TaskError(
-                f"{where}: format_check must be one of {', '.join(FORMAT_CHECKS)}"
-            )
+            raise TaskError(f"{where}: format_check must be one of {', '.join(FORMAT_CHECKS)}")
         if self.format_check == "json_schema" and not self.format_schema:
             raise TaskError(f"{where}: format_check json_schema needs format_schema")
         if self.step_limit is not None and self.step_limit < 1:
@@ -183,15 +177,11 @@ class Task:
         task_id = str(data.get("id", ""))
         unknown = set(data) - known
         if unknown:
-            raise TaskError(
-                f"task {task_id!r}: unknown fields {', '.join(sorted(unknown))}"
-            )
+            raise TaskError(f"task {task_id!r}: unknown fields {', '.join(sorted(unknown))}")
         try:
             kind = TaskKind(data.get("kind", "verifiable"))
         except ValueError as exc:
-            raise TaskError(
-                f"task {task_id!r}: kind must be verifiable, grey or open"
-            ) from exc
+            raise TaskError(f"task {task_id!r}: kind must be verifiable, grey or open") from exc
         where = f"task {task_id!r}"
         return cls(
             id=task_id,
@@ -201,14 +191,8 @@ class Task:
             format_check=_opt_str(data.get("format_check")),
             format_schema=data.get("format_schema"),
             priority=int(data.get("priority", 1)),
-            step_limit=None
-            if data.get("step_limit") is None
-            else int(data["step_limit"]),
-            sampling_rate=(
-                None
-                if data.get("sampling_rate") is None
-                else float(data["sampling_rate"])
-            ),
+            step_limit=None if data.get("step_limit") is None else int(data["step_limit"]),
+            sampling_rate=(None if data.get("sampling_rate") is None else float(data["sampling_rate"])),
             scored=bool(data.get("scored", False)),
             stop_rule=_opt_str(data.get("stop_rule")),
             group=str(data.get("group") or ""),
