@@ -154,12 +154,13 @@ def run_bench(
     rules: Sequence[str] = RULES,
     n_tasks: int = TASKS,
     cap: int = CAP,
+    first_seed: int = 0,
 ) -> dict[str, RuleSummary]:
     """Every rule over the same ``seeds`` batches (seed i draws batch i), mean and sd."""
     built = {spec: make_stop_rule(spec) for spec in rules}
     outcomes: dict[str, list[Outcome]] = {spec: [] for spec in rules}
     audits: dict[str, list[tuple[int, int]]] = {spec: [] for spec in rules}
-    for seed in range(seeds):
+    for seed in range(first_seed, first_seed + seeds):
         batch = simulate(np.random.default_rng(seed), sigma, scenario, n_tasks, cap)
         audit_rng = np.random.default_rng([seed, 1])
         for spec, rule in built.items():

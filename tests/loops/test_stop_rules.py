@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from loops.scored import ScoredAgent, judge, make_scored_agent, quality_curve
+from loops.stop_rules import (
+    Confirm,
+    FixedBudget,
+    Margin,
+    Plateau,
+    Posterior,
+    Smooth,
+    StopRule,
+    Threshold,
+    make_stop_rule,
+    wilson_interval,
+)
+
+ALL_SPECS = [
+    "fixed6",
+    "fixed:3",
+    "threshold",
+    "confirm2",
+    "confirm:3",
+    "smooth2",
+    "smooth:3",
+    "margin",
+    "margin:0.1",
+    "plateau",
+    "posterior",
+    "posterior:0.9",
+]
+
+
+def test_it_builds_each_named_rule_from_its_spec() -> None:
+    assert make_stop_rule("fixed6") == FixedBudget(n=6)
+    assert make_stop_rule("fixed:4") == FixedBudget(n=4)
+    assert make_stop_rule("threshold") == Threshold()
+    assert make_stop_rule("confirm2") == Confirm(k=2)
+    assert make_stop_rule("Confirm:3") == Confirm(k=3)
+    assert make_stop_rule("smooth2") == Smooth(k=2)
+    assert make_stop_rule("margin:0.1") == Margin(delta=0.1)
+    assert make_stop_rule("plateau") == Plateau()
+    assert make_stop_rule("posterior:0.9") == Posterior(p=0.9)
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+def test_it_satisfies_the_protocol_the_runner_calls(spec: str) -> None:
+    rule = make_stop_rule(spec)
+    assert isinstance(rule, StopRule)
+    assert isinstance(rule.name, str) and rule.name
+    assert rule.should_stop([]) is False
+
+
+@pytest.mark.parametrize("spec", ["nonsense", "confirm:0", "fixed:x", "threshold:2"])
+def test_it_rejects_unknown_or_malformed_specs(spec: str) -> None:
+    with pytest.raises(ValueError):
+        make_stop_rule(spec)
+
+
+def test_it_stops_threshold_on_one_crossing_and_confirm_on_two() -> None:
+    scores = [0.5, 0.82, 0.7, 0.81, 0.85]
+    threshold, confirm = Threshold(), Confirm(k=2)
+    assert [threshold.should_stop(scores[:t]) for t in range(1, 6)] == [
+        False,
+        True,
+        False,
+        True,
+        True,
+    ]
+    assert [confirm.should_stop(scores[:t]) for t in range(1, 6)] == [
+        False,
+        False,
+        False,
+        False,
+        True,
+    ]
+
+
+def test_it_stops_fixed_budget_at_its_count_whatever_the_scores() -> None:
+    rule = FixedBudget(n=3)
+    assert not rule.should_stop([1.0, 1.0])
+    assert rule.should_stop([0.0, 0.0, 0.0])
+
+
+def test_it_smooths_over_the_last_k_scores_only_once_it_has_k() -> None:
+    rule = Smooth(k=2)
+    assert not rule.should_stop([0.95])
+    assert rule.should_stop([0.2, 0.85, 0.75])
+    assert not rule.should_stop([0.95, 0.85, 0.7])
+
+
+def test_it_demands_the_margin_over_the_bar() -> None:
+    rule = Margin(delta=0.05)
+    assert not rule.should_stop([0.84])
+    assert rule.should_stop([0.86])
+
+
+def test_it_stops_plateau_only_over_the_bar_and_without_gains() -> None:
+    rule = Plateau(k=2, epsilon=0.02)
+    assert not rule.should_stop([0.6, 0.7, 0.85])  # still climbing
+    assert rule.should_stop([0.85, 0.84, 0.86])
+    assert not rule.should_stop([0.79, 0.78, 0.79])  # flat but under the bar
+
+
+def test_it_lets_the_posterior_rule_stop_on_a_smooth_climb_over_the_bar() -> None:
+    rule = Posterior()
+    assert rule.should_stop([0.6, 0.8, 0.9, 0.95])
+
+
+def test_it_never_lets_the_posterior_rule_stop_on_one_score() -> None:
+    rule = Posterior()
+    assert not rule.should_stop([1.0])
+
+
+def test_it_waits_longer_when_the_scores_jitter() -> None:
+    # Same last score, same level of evidence from the trend; only the jitter
+    # differs, so the learnt noise must make the jittery history less certain.
+    rule = Posterior()
+    smooth = np.array([[0.55, 0.7, 0.78, 0.84]])
+    jittery = np.array([[0.75, 0.45, 0.95, 0.84]])
+    assert rule.prob_over_bar(jittery)[0, -1] < rule.prob_over_bar(smooth)[0, -1]
+
+
+def test_it_makes_the_posterior_more_sure_as_scores_keep_clearing_the_bar() -> None:
+    probs = Posterior().prob_over_bar(np.array([[0.7, 0.82, 0.86, 0.9, 0.93]]))[0]
+    assert np.all(np.diff(probs[1:]) > 0)
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+def test_it_gives_the_same_answer_vectorised_as_one_history_at_a_time(spec: str) -> None:
+    rng = np.random.default_rng(7)
+    # Scores bunched around the bar, including exact ties, where the forms could drift apart.
+    scores = np.clip(rng.normal(0.8, 0.12, size=(40, 8)).round(2), 0.0, 1.0)
+    scores[0] = 0.8
+    rule = make_stop_rule(spec)
+    matrix = rule.stop_matrix(scores)
+    expected = np.array([[rule.should_stop(list(row[: t + 1])) for t in range(8)] for row in scores])
+    assert matrix.shape == scores.shape
+    assert np.array_equal(matrix, expected)
+
+
+def test_it_matches_the_textbook_wilson_interval() -> None:
+    # Wilson (1927) worked by hand: p = 0.2, n = 50, z = 1.96.
+    lo, hi = wilson_interval(10, 50)
+    z = 1.96
+    p, n = 0.2, 50
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = (z / (1 + z * z / n)) * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5)
+    assert lo == pytest.approx(centre - half)
+    assert hi == pytest.approx(centre + half)
+    assert 0.11 < lo < 0.2 < hi < 0.34
+
+
+def test_it_keeps_wilson_inside_zero_and_one_at_the_extremes() -> None:
+    lo, hi = wilson_interval(0, 20)
+    assert lo == 0.0 and 0.0 < hi < 0.2
+    lo, hi = wilson_interval(20, 20)
+    assert 0.8 < lo < 1.0 and hi == 1.0
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_it_narrows_wilson_with_more_samples() -> None:
+    small = wilson_interval(5, 50)
+    large = wilson_interval(50, 500)
+    assert large[1] - large[0] < small[1] - small[0]
+
+
+def test_it_rejects_impossible_wilson_counts() -> None:
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+
+
+def test_it_follows_the_published_curve_from_s0() -> None:
+    assert quality_curve(0.4, 0.5, 1) == pytest.approx(0.4)
+    assert quality_curve(0.4, 0.5, 3) == pytest.approx(1 - 0.6 * np.exp(-1.0))
+
+
+def test_it_clips_the_judges_reading() -> None:
+    rng = random.Random(3)
+    readings = [judge(0.98, 0.2, rng) for _ in range(500)]
+    assert min(readings) >= 0.0 and max(readings) <= 1.0
+    assert readings.count(1.0) > 50
+
+
+def test_it_scores_each_attempt_of_the_scored_agent_along_its_hidden_curve() -> None:
+    agent = ScoredAgent(s0=0.5, r=0.6, sigma=0.0, rng=random.Random(1), task_id="t")
+    replies = [agent.attempt("go") for _ in range(4)]
+    assert [r.score for r in replies] == pytest.approx([quality_curve(0.5, 0.6, t) for t in range(1, 5)])
+    assert agent.quality == pytest.approx(quality_curve(0.5, 0.6, 4))
+    assert all(r.tokens > 0 for r in replies)
+
+
+def test_it_replays_the_same_scored_agent_for_the_same_seed() -> None:
+    first = make_scored_agent(seed=11, family="hard")
+    second = make_scored_agent(seed=11, family="hard")
+    assert [first.attempt("x").score for _ in range(5)] == [second.attempt("x").score for _ in range(5)]
+    assert 0.25 <= first.s0 <= 0.40 and 0.2 <= first.r <= 0.4
