@@ -1,0 +1,136 @@
+"""``python -m simulation run --preset B [--json]``: the capacity model from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from simulation.analytic import article_loss, mmck_transient_loss
+from simulation.replicate import run_replications
+from simulation.scenario import PRESETS, Scenario
+
+# Fewer runs than this finish before a progress bar would be worth drawing.
+PROGRESS_MIN_REPLICATIONS = 50
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m simulation", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="simulate a preset")
+    run.add_argument("--preset", choices=sorted(PRESETS), required=True)
+    run.add_argument("--model", choices=("article", "poisson"), default=None)
+    run.add_argument("--backpressure", choices=("on", "off"), default=None)
+    run.add_argument("--verdict-model", choices=("article", "step_aware"), default=None)
+    run.add_argument("--reviewers", type=int, default=None)
+    run.add_argument("--duration", type=int, default=None, help="minutes (default 120)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--replications", type=int, default=1)
+    run.add_argument("--workers", type=int, default=None, help="processes (default: auto)")
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--plot", metavar="FILE.png", default=None)
+    return parser
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    changes: dict[str, Any] = {}
+    if args.model is not None:
+        changes["model"] = args.model
+    if args.backpressure is not None:
+        changes["backpressure"] = args.backpressure == "on"
+    if args.verdict_model is not None:
+        changes["verdict_model"] = args.verdict_model
+    if args.reviewers is not None:
+        changes["reviewers"] = args.reviewers
+    if args.duration is not None:
+        changes["duration_min"] = args.duration
+    return dataclasses.replace(PRESETS[args.preset], **changes)
+
+
+def _progress_bar(total: int) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
+    if total < PROGRESS_MIN_REPLICATIONS:
+        return None, lambda: None
+    from tqdm import tqdm
+
+    # disable=None hides the bar when stderr is not a terminal (pipes, CI logs).
+    bar = tqdm(total=total, unit="run", file=sys.stderr, disable=None)
+
+    def update(done: int, _total: int) -> None:
+        bar.update(done - bar.n)
+
+    return update, bar.close
+
+
+def exact_overflow(sc: Scenario) -> float | None:
+    """The exact expected overflow % where the model has one (backpressure off)."""
+    if sc.backpressure:
+        return None
+    try:
+        loss = article_loss(sc) if sc.model == "article" else mmck_transient_loss(sc)
+    except ValueError:
+        return None
+    return loss.overflow_pct
+
+
+def format_table(d: dict[str, Any]) -> str:
+    sc = d["scenario"]
+
+    def ci(key: str) -> str:
+        pair = d.get(key)
+        return f" (95 % CI {pair[0]:.2f}-{pair[1]:.2f})" if pair else ""
+
+    rows = [
+        ("model", f"{sc['model']}, verdicts {sc['verdict_model']}"),
+        ("backpressure", "on" if sc["backpressure"] else "off"),
+        ("production / review", f"{sc['production_per_min']:g} / {sc['review_per_min']:g} per min"),
+        ("replications (seed)", f"{d['replications']} ({d['seed']})"),
+        ("arrived", f"{d['arrived']:.1f}"),
+        ("dropped or shed", f"{d['dropped']:.1f}"),
+        ("overflow %", f"{d['overflow_pct']:.2f}{ci('overflow_pct_ci95')}"),
+    ]
+    if d.get("overflow_pct_exact") is not None:
+        rows.append(("exact expectation %", f"{d['overflow_pct_exact']:.2f}"))
+    shed = ", ".join(f"p{k}: {v:.1f}" for k, v in d["shed_by_priority"].items())
+    rows += [
+        ("lost by priority", shed),
+        ("reviewed", f"{d['reviewed']:.1f}"),
+        ("mean wait (min)", f"{d['mean_wait_min']:.2f}{ci('mean_wait_min_ci95')}"),
+        ("p95 wait (min)", f"{d['p95_wait_min']:.2f}"),
+        ("max depth", f"{d['max_depth']:.1f}"),
+        ("time in draft (min)", f"{d['time_in_draft_min']:.1f}"),
+        ("step limit at end", f"{d['step_limit_final']:.2f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        sc = scenario_from_args(args)
+        if args.replications < 1:
+            raise ValueError("replications: must be at least 1")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    progress, close = _progress_bar(args.replications)
+    try:
+        summary = run_replications(sc, args.replications, args.seed, progress, args.workers)
+    finally:
+        close()
+    out = summary.to_dict()
+    out["overflow_pct_exact"] = exact_overflow(sc)
+    if args.plot:
+        from simulation.plot import plot_depth
+
+        plot_depth(summary, args.plot)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(format_table(out))
+        if args.plot:
+            print(f"plot written to {args.plot}")
+    return 0
