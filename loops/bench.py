@@ -221,7 +221,7 @@ def plot(sweep: dict[float, dict[str, RuleSummary]], path: str) -> None:
         bold = name == "posterior"
         ax.plot(xs, ys, marker="o", linewidth=2.5 if bold else 1.2, label=name)
         for sigma, x, y in zip(sweep, xs, ys, strict=True):
-            if sigma in (min(sweep), max(sweep)):
+            if sigma in (min(sweep), max(sweep)) and name in ("threshold", "posterior"):
                 ax.annotate(f"σ={sigma:g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.axhline(97, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("mean steps (cap 8)")
