@@ -29,7 +29,7 @@ from simulation.scenario import Scenario
 
 # Rates such as 2.5/min are carried over between minutes; the epsilon keeps
 # 0.1 + 0.2 style float sums from losing an item.
-_EPS = 1e-9
+CARRY_EPS = 1e-9
 
 
 @dataclass
@@ -93,8 +93,8 @@ class _Queue:
         self.waits: list[float] = []
         self.seq = itertools.count()
         self.r = RunResult(lost_by_priority=[0] * len(sc.priority_mix))
-        self.priority_cdf = _cdf(sc.priority_mix)
-        self.quality_cdf = _cdf(sc.quality_mix)
+        self.priority_cdf = cumulative_weights(sc.priority_mix)
+        self.quality_cdf = cumulative_weights(sc.quality_mix)
         self.idle: list[simpy.Event] = []
 
     # -- loops -----------------------------------------------------------------
@@ -259,7 +259,7 @@ def _article_producer(env: simpy.Environment, q: _Queue, counter: list[int]) -> 
     for _ in range(sc.duration_min):
         burst = rng.random() < sc.burst_prob
         carry += sc.production_per_min * (sc.burst_mult if burst else 1.0)
-        n = int(carry + _EPS)
+        n = int(carry + CARRY_EPS)
         carry -= n
         for _ in range(n):
             item = q.produce(env.now)
@@ -274,7 +274,7 @@ def _article_reviewer(env: simpy.Environment, q: _Queue, counter: list[int]) -> 
     carry = 0.0
     for _ in range(sc.duration_min):
         carry += sc.review_per_min
-        quota = int(carry + _EPS)
+        quota = int(carry + CARRY_EPS)
         carry -= quota  # capacity unused this minute is lost, not banked
         for _ in range(quota):
             item = q.take()
@@ -330,7 +330,7 @@ def _clock(env: simpy.Environment, q: _Queue, counter: list[int]) -> Proc:
         q.end_of_minute()
 
 
-def _cdf(weights: tuple[float, ...]) -> list[float]:
+def cumulative_weights(weights: tuple[float, ...]) -> list[float]:
     total = math.fsum(weights)
     acc, out = 0.0, []
     for w in weights[:-1]:

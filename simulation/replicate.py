@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy.special import stdtrit
 
 from simulation.model import RunResult, simulate
 from simulation.scenario import Scenario
@@ -35,7 +35,7 @@ def ci95(values: Sequence[float]) -> tuple[float, float] | None:
         return None
     arr = np.asarray(values, dtype=float)
     mean = float(arr.mean())
-    half = float(stats.t.ppf(0.975, n - 1) * arr.std(ddof=1) / math.sqrt(n))
+    half = float(stdtrit(n - 1, 0.975) * arr.std(ddof=1) / math.sqrt(n))
     return (mean - half, mean + half)
 
 
