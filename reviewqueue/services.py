@@ -84,7 +84,8 @@ def clean_text(value: str | bytes | None, *, limit: int | None = None) -> tuple[
     if isinstance(value, bytes):
         text = value.decode("utf-8", errors="replace")
     else:
-        text = str(value).encode("utf-8", errors="replace").decode("utf-8")
+        # Lone surrogates (invalid UTF-8 smuggled through JSON escapes) become U+FFFD.
+        text = str(value).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     text = text.replace("\x00", "\ufffd")
     if limit is not None and len(text) > limit:
         marker = TRUNCATION_MARKER.format(omitted=len(text) - limit, total=len(text))

@@ -1,0 +1,131 @@
+"""Invariants under real concurrency: threads, each with its own database
+connection, against the configured database (PostgreSQL in CI's main run,
+the SQLite file on the embedded defaults)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+
+from reviewqueue import services
+from reviewqueue.models import CircuitBreakerEntry, QueuePolicy, ReviewItem, Verdict
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run work(i) in ``count`` threads at once; each closes its own connection."""
+    barrier = threading.Barrier(count)
+
+    def run(i: int) -> Any:
+        try:
+            barrier.wait()
+            return work(i)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(run, range(count)))
+
+
+def seed_items(n: int) -> None:
+    now = timezone.now()
+    ReviewItem.objects.bulk_create(
+        ReviewItem(
+            idempotency_key=f"seed-{i}",
+            task_description="t",
+            final_output="o",
+            cutoff_reason="step_limit",
+            priority=i % 4,
+            created_at=now - timedelta(seconds=n - i),
+        )
+        for i in range(n)
+    )
+
+
+def test_twenty_claimers_over_500_items_never_claim_the_same_item(make_user: Any) -> None:
+    services.policy_update(user=None, changes={"capacity": 1000})
+    seed_items(500)
+    reviewers = [make_user(f"r{i}", "reviewer") for i in range(20)]
+
+    def drain(i: int) -> list[int]:
+        mine = []
+        while (item := services.claim(reviewer=reviewers[i])) is not None:
+            mine.append(item.pk)
+            services.decide(item_id=item.pk, reviewer=reviewers[i], approve=i % 2 == 0, reason_label="unclear")
+        return mine
+
+    per_reviewer = in_threads(20, drain)
+    claimed = [pk for mine in per_reviewer for pk in mine]
+    doubles = [pk for pk, n in Counter(claimed).items() if n > 1]
+    print(f"\n{connection.vendor}: 20 claimers, {len(claimed)} claims, {len(doubles)} double claims")
+    assert doubles == []
+    assert len(claimed) == 500
+    assert Verdict.objects.count() == 500
+    assert ReviewItem.objects.filter(status__in=ReviewItem.WAITING).count() == 0
+    # the claims were spread over the reviewers, not serialised onto one thread
+    assert sum(1 for mine in per_reviewer if mine) > 10
+
+
+def test_concurrent_producers_account_for_every_output(db: None) -> None:
+    services.policy_update(user=None, changes={"capacity": 40})
+    keys = [f"k{i}" for i in range(300)]
+
+    def produce(i: int) -> list[str]:
+        # each of 10 producers sends 60 outputs; every key is sent twice overall
+        return [
+            services.admit(
+                idempotency_key=keys[(i * 30 + j) % 300],
+                task_description="t",
+                final_output="o",
+                cutoff_reason="step_limit",
+                priority=(i + j) % 3,
+            ).outcome
+            for j in range(60)
+        ]
+
+    outcomes = Counter(o for batch in in_threads(10, produce) for o in batch)
+    items = ReviewItem.objects
+    print(f"\n{connection.vendor}: {dict(outcomes)}")
+    assert outcomes["duplicate"] == 300  # produced = enqueued + shed + duplicates refused
+    assert outcomes["enqueued"] + outcomes["shed"] == 300 == items.count()
+    assert items.filter(status__in=ReviewItem.WAITING).count() == 40
+    # every shed item is in the circuit-breaker log exactly once, and only those
+    shed = set(items.filter(status=ReviewItem.Status.SHED).values_list("pk", flat=True))
+    logged = list(CircuitBreakerEntry.objects.values_list("item_id", flat=True))
+    assert len(shed) == 260 and sorted(logged) == sorted(shed)
+    assert QueuePolicy.current().mode == "shedding"
+
+
+def test_every_item_is_in_exactly_one_state_after_mixed_concurrent_work(make_user: Any) -> None:
+    services.policy_update(user=None, changes={"capacity": 30})
+    reviewers = [make_user(f"m{i}", "reviewer") for i in range(4)]
+
+    def work(i: int) -> None:
+        if i < 4:
+            for j in range(50):
+                services.admit(
+                    idempotency_key=f"w{i}-{j}", task_description="t", final_output="o", cutoff_reason="stuck",
+                    priority=j % 5,
+                )
+        else:
+            reviewer = reviewers[i - 4]
+            for _ in range(30):
+                item = services.claim(reviewer=reviewer)
+                if item is not None:
+                    services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+
+    in_threads(8, work)
+    statuses = Counter(ReviewItem.objects.values_list("status", flat=True))
+    assert sum(statuses.values()) == 200
+    assert set(statuses) <= {"pending", "claimed", "approved", "shed"}
+    assert statuses["approved"] == Verdict.objects.count()
+    assert statuses["pending"] + statuses["claimed"] <= 30
