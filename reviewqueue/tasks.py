@@ -1,0 +1,145 @@
+"""Celery tasks. Each takes ids or plain dicts, claims its row, calls a
+service, and is safe to run twice."""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from . import policy, services
+from .models import LoopRun, QueuePolicy, ReviewItem
+
+log = logging.getLogger(__name__)
+
+# Transient database trouble (a dropped connection, a lock timeout) is worth a
+# retry with backoff; anything else is a bug or bad input and is recorded.
+RETRYABLE = (OperationalError, InterfaceError)
+
+
+def submit_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agent_options: dict | None = None) -> LoopRun:
+    """Record a loop run and enqueue it once the row is committed. Safe to
+    repeat: a known run id returns the existing row and enqueues nothing."""
+    from loops.tasks import Task
+
+    parsed = Task.from_dict(task)  # raises TaskError on a bad task, before anything is stored
+    with transaction.atomic():
+        run, created = LoopRun.objects.get_or_create(
+            run_id=run_id,
+            defaults={"task_id": parsed.id, "task_kind": str(parsed.kind), "task": parsed.to_dict(), "agent": agent},
+        )
+        if created:
+            transaction.on_commit(
+                lambda: run_loop.delay(task=parsed.to_dict(), run_id=run_id, agent=agent, agent_options=agent_options)
+            )
+    return run
+
+
+@shared_task(
+    name="reviewqueue.tasks.run_loop",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=RETRYABLE,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=5,
+)
+def run_loop(
+    *, task: dict[str, Any], run_id: str, agent: str = "scripted", agent_options: dict | None = None
+) -> str:
+    """Run one agent loop with the live step limit and mode, then record the
+    outcome: converged -> auto-passed (grey tasks maybe sampled into the
+    queue), cut off -> admit().
+
+    Safe to run twice: a finished run answers its recorded outcome; a run cut
+    short by a killed worker runs again, and admit()'s idempotency key (the
+    run id) keeps the second pass from adding a second item.
+    """
+    from loops.agents import AgentError, make_agent
+    from loops.runner import LoopConfig, run_task
+    from loops.tasks import Task, TaskKind
+
+    parsed = Task.from_dict(task)
+    run, _ = LoopRun.objects.get_or_create(
+        run_id=run_id,
+        defaults={"task_id": parsed.id, "task_kind": str(parsed.kind), "task": parsed.to_dict(), "agent": agent},
+    )
+    if run.outcome != LoopRun.Outcome.RUNNING:
+        return run.outcome
+    LoopRun.objects.filter(pk=run.pk).update(deliveries=F("deliveries") + 1)
+
+    queue = QueuePolicy.current()
+    draft = policy.loop_runs_draft(policy.Mode(queue.mode))
+    config = LoopConfig(step_limit=queue.step_limit, draft=draft, gates=tuple(services.enabled_gates()))
+    try:
+        result = run_task(parsed, make_agent(agent, task=parsed, **(agent_options or {})), config)
+    except AgentError as exc:
+        LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
+            outcome=LoopRun.Outcome.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
+        )
+        log.warning("loop failed: agent error", extra={"run_id": run_id, "error": str(exc)[:200]})
+        return LoopRun.Outcome.FAILED
+
+    item: ReviewItem | None = None
+    sampled = False
+    common = {
+        "idempotency_key": f"run:{run_id}",
+        "task_description": parsed.description,
+        "final_output": result.final_output,
+        "last_error": result.last_error,
+        "attempt_count": result.attempts,
+        "priority": parsed.priority,
+        "task_id": parsed.id,
+        "task_kind": str(parsed.kind),
+        "source_run_id": run_id,
+        "producer": f"loop:{agent}",
+    }
+    if result.converged:
+        outcome = LoopRun.Outcome.AUTO_PASSED
+        rate = parsed.sampling_rate if parsed.sampling_rate is not None else queue.sampling_rate
+        # Seeded by the run id, so a rerun samples the same way.
+        if parsed.kind is TaskKind.GREY and policy.sample_for_audit(random.Random(run_id), rate):
+            sampled = True
+            item = services.admit(**common, cutoff_reason="sampled", label=ReviewItem.Label.SAMPLED).item
+    else:
+        admitted = services.admit(**common, cutoff_reason=result.stop_reason, draft=result.draft)
+        item = admitted.item
+        outcome = LoopRun.Outcome(admitted.outcome) if admitted.outcome != "duplicate" else _earlier_outcome(item)
+
+    LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
+        outcome=outcome,
+        stop_reason=result.stop_reason,
+        attempts=result.attempts,
+        tokens=result.tokens,
+        step_limit=config.step_limit,
+        draft=result.draft,
+        sampled=sampled,
+        item=item,
+        finished_at=timezone.now(),
+    )
+    log.info(
+        "loop finished",
+        extra={"run_id": run_id, "task": parsed.id, "outcome": outcome, "stop_reason": result.stop_reason,
+               "attempts": result.attempts, "draft": result.draft},
+    )
+    return outcome
+
+
+def _earlier_outcome(item: ReviewItem) -> str:
+    """What a first, interrupted pass of this run did with its output."""
+    if item.status == ReviewItem.Status.FILTERED:
+        return LoopRun.Outcome.FILTERED
+    if item.shed_entries.filter(incoming=True).exists():
+        return LoopRun.Outcome.SHED
+    return LoopRun.Outcome.ENQUEUED
+
+
+try:  # the operators' periodic and what-if tasks
+    from .ops_tasks import *  # noqa: F403
+except ImportError:  # pragma: no cover - only while that module is absent
+    pass

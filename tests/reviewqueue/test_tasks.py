@@ -1,0 +1,95 @@
+"""run_loop called in-process (the real worker is exercised in test_worker.py). Each task runs twice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from loops.tasks import builtin_suite
+from reviewqueue import services
+from reviewqueue.models import LoopRun, QueuePolicy, ReviewItem
+from reviewqueue.tasks import run_loop, submit_loop
+
+pytestmark = pytest.mark.django_db
+
+SUITE = {task.id: task for task in builtin_suite()}
+
+
+def run(task_id: str, run_id: str = "r1", **kwargs: Any) -> str:
+    return run_loop(task=SUITE[task_id].to_dict(), run_id=run_id, **kwargs)
+
+
+def test_it_records_a_repairable_task_as_auto_passed_and_enqueues_nothing() -> None:
+    assert run("is_even") == "auto_passed"
+    assert run("is_even") == "auto_passed"  # second delivery
+    loop = LoopRun.objects.get()
+    assert loop.stop_reason == "converged" and loop.deliveries == 1
+    assert not ReviewItem.objects.exists()
+
+
+def test_it_enqueues_a_conceptual_task_once_as_unverified() -> None:
+    assert run("to_bin") == "enqueued"
+    assert run("to_bin") == "enqueued"
+    item = ReviewItem.objects.get()
+    assert item.label == "unverified" and item.cutoff_reason in {"stuck", "oscillation"}
+    assert item.attempt_count >= 3 and item.source_run_id == "r1"
+    assert "100" not in item.last_error or "assert" not in item.last_error.lower()
+
+
+def test_it_cuts_an_open_task_at_the_live_step_limit() -> None:
+    services.policy_update(user=None, changes={"step_limit": 4})
+    run("release_note")
+    item = ReviewItem.objects.get()
+    assert item.cutoff_reason == "step_limit" and item.attempt_count == 4
+    assert LoopRun.objects.get().step_limit == 4
+
+
+def test_it_runs_one_draft_attempt_in_draft_mode() -> None:
+    QueuePolicy.objects.update_or_create(pk=1, defaults={"mode": "draft"})
+    run("release_note")
+    item = ReviewItem.objects.get()
+    assert item.draft and item.attempt_count == 1 and item.cutoff_reason == "draft"
+
+
+def test_a_rerun_after_an_interrupted_first_pass_adds_no_second_item() -> None:
+    run("to_bin")
+    # a worker killed after admit() but before the run was marked finished
+    LoopRun.objects.update(outcome=LoopRun.Outcome.RUNNING)
+    assert run("to_bin") == "enqueued"
+    assert ReviewItem.objects.count() == 1
+    assert LoopRun.objects.get().deliveries == 2
+
+
+def test_it_samples_grey_auto_passes_at_the_configured_rate() -> None:
+    grey = {**next(t for t in SUITE.values() if t.kind == "grey").to_dict(), "sampling_rate": None}
+    services.policy_update(user=None, changes={"sampling_rate": 1.0})
+    assert run_loop(task=grey, run_id="g1") == "auto_passed"
+    item = ReviewItem.objects.get()
+    assert item.label == "sampled" and item.cutoff_reason == "sampled"
+    assert LoopRun.objects.get().sampled
+    services.policy_update(user=None, changes={"sampling_rate": 0.0})
+    run_loop(task=grey, run_id="g2")
+    assert ReviewItem.objects.count() == 1
+
+
+def test_it_accounts_for_every_run_under_shedding() -> None:
+    services.policy_update(user=None, changes={"capacity": 2})
+    outcomes = [run("to_bin", run_id=f"s{i}") for i in range(5)]
+    assert set(outcomes) <= {"enqueued", "shed"}
+    counted = {o: LoopRun.objects.filter(outcome=o).count() for o in ("auto_passed", "enqueued", "shed")}
+    assert sum(counted.values()) == 5 == ReviewItem.objects.count()
+
+
+def test_it_records_an_agent_failure_without_an_item() -> None:
+    assert run("is_even", agent="no-such-agent") == "failed"
+    assert LoopRun.objects.get().error
+    assert not ReviewItem.objects.exists()
+
+
+def test_submit_loop_is_idempotent_on_the_run_id(django_capture_on_commit_callbacks: Any) -> None:
+    with django_capture_on_commit_callbacks() as callbacks:
+        submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
+        submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
+    assert LoopRun.objects.count() == 1
+    assert len(callbacks) == 1
