@@ -1,6 +1,482 @@
-"""Views of the ops area (filled in by its own change)."""
+"""Operator views: the live dashboard, filter rules, policy settings, the
+what-if simulator and the verdict export. All need the operator role."""
 
-from django.urls import URLPattern
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import path
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from .. import services, stats
+from ..access import operator_required
+from ..forms import (
+    INLINE_SIMULATION_MINUTES,
+    ExportForm,
+    LiveWindowForm,
+    PolicyForm,
+    WhatIfForm,
+    export_lines,
+    scenario_initial,
+)
+from ..models import CircuitBreakerEntry, FilterRule, PolicyAudit, QueuePolicy, SimulationRun
+from ..ops_tasks import execute_simulation, run_simulation
+
+POLL_SECONDS = 5
+
+
+# --- server-rendered SVG charts -------------------------------------------------------
+
+
+@dataclass
+class Line:
+    """One series: y values at x positions (any unit); ``css`` picks its stroke."""
+
+    label: str
+    xs: Sequence[float]
+    ys: Sequence[float]
+    css: str = "series-a"
+    step: bool = False
+    points: str = ""
+
+
+@dataclass
+class HLine:
+    label: str
+    y: float
+    css: str = "mark"
+    py: float = 0.0
+
+
+@dataclass
+class Chart:
+    title: str
+    lines: list[Line]
+    hlines: list[HLine] = field(default_factory=list)
+    x_label: str = ""
+    width: int = 640
+    height: int = 220
+    pad_left: int = 44
+    pad_bottom: int = 28
+    pad_top: int = 10
+    pad_right: int = 90
+    y_ticks: list[tuple[float, str]] = field(default_factory=list)
+    x_ticks: list[tuple[float, str]] = field(default_factory=list)
+    empty: bool = False
+
+
+def _nice_max(value: float) -> float:
+    """A round axis top at or above ``value`` (1, 2, 5 x 10^k)."""
+    if value <= 0:
+        return 1.0
+    exp = 10 ** math.floor(math.log10(value))
+    for m in (1, 2, 5, 10):
+        if m * exp >= value:
+            return float(m * exp)
+    return float(10 * exp)
+
+
+def build_chart(chart: Chart, *, x_tick_format: Any = None) -> Chart:
+    """Scale every series and mark into the SVG's pixel box; the template only draws."""
+    xs = [x for line in chart.lines for x in line.xs]
+    ys = [y for line in chart.lines for y in line.ys] + [h.y for h in chart.hlines]
+    if not xs:
+        chart.empty = True
+        return chart
+    x0, x1 = min(xs), max(xs)
+    if x1 == x0:
+        x1 = x0 + 1
+    y_top = _nice_max(max(ys) * 1.05 if ys else 1)
+    plot_w = chart.width - chart.pad_left - chart.pad_right
+    plot_h = chart.height - chart.pad_top - chart.pad_bottom
+
+    def px(x: float) -> float:
+        return round(chart.pad_left + (x - x0) / (x1 - x0) * plot_w, 1)
+
+    def py(y: float) -> float:
+        return round(chart.pad_top + plot_h - y / y_top * plot_h, 1)
+
+    for line in chart.lines:
+        pts: list[str] = []
+        prev_y: float | None = None
+        for x, y in zip(line.xs, line.ys, strict=True):
+            if line.step and prev_y is not None:
+                pts.append(f"{px(x)},{py(prev_y)}")
+            pts.append(f"{px(x)},{py(y)}")
+            prev_y = y
+        line.points = " ".join(pts)
+    for mark in chart.hlines:
+        mark.py = py(mark.y)
+    chart.y_ticks = [(py(y_top * i / 4), f"{y_top * i / 4:g}") for i in range(5)]
+    fmt = x_tick_format or (lambda v: f"{v:g}")
+    chart.x_ticks = [(px(x0 + (x1 - x0) * i / 4), fmt(x0 + (x1 - x0) * i / 4)) for i in range(5)]
+    return chart
+
+
+# --- dashboard --------------------------------------------------------------------------
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """'1 h 05 min', '3 min 20 s', '12 s' — short enough for a table cell."""
+    if seconds is None:
+        return "—"
+    s = int(seconds)
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s} s"
+
+
+def fmt_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "—"
+    return "∞" if math.isinf(ratio) else f"{ratio:.2f}"
+
+
+def ratio_rule(ratio: float | None) -> tuple[str, str]:
+    """DESIGN.md rule 9 in words, with a css class for its tone."""
+    if ratio is None:
+        return "no flow measured", "muted"
+    if ratio <= 1:
+        return "≤ 1: review keeps up, the queue is stable", "ok"
+    if ratio < 2:
+        return "between 1 and 2: the queue grows; backpressure and shedding absorb it only for a while", "warn"
+    return "≥ 2: unsustainable, the queue overflows whatever its design", "bad"
+
+
+def depth_chart(queue: QueuePolicy, now: datetime) -> Chart:
+    """Sampled depth over the last hour, with the live depth as the newest point so
+    the chart moves between samples; capacity and both watermarks drawn."""
+    samples = stats.depth_samples(now=now)
+    xs = [(s.created_at - now).total_seconds() / 60 for s in samples] + [0.0]
+    ys = [float(s.depth) for s in samples] + [float(services.queue_depth())]
+    if len(xs) == 1:
+        xs.insert(0, -1.0)
+        ys.insert(0, ys[0])
+    chart = Chart(
+        title="Queue depth, last hour",
+        lines=[Line("depth", xs, ys, "series-a")],
+        hlines=[
+            HLine(f"capacity {queue.capacity}", queue.capacity, "mark-capacity"),
+            HLine(f"high {queue.high_watermark:.0%}", queue.capacity * queue.high_watermark, "mark-high"),
+            HLine(f"low {queue.low_watermark:.0%}", queue.capacity * queue.low_watermark, "mark-low"),
+        ],
+        x_label="minutes ago",
+    )
+    return build_chart(chart, x_tick_format=lambda v: f"{v:.0f}")
+
+
+def step_limit_chart(queue: QueuePolicy, now: datetime) -> Chart:
+    history = stats.step_limit_history()
+    if not history:
+        return Chart(title="Step limit", lines=[], empty=True)
+    start = history[0].created_at
+    xs = [0.0] + [(h.created_at - start).total_seconds() / 60 for h in history]
+    ys = [float(history[0].previous)] + [float(h.step_limit) for h in history]
+    xs.append(max((now - start).total_seconds() / 60, xs[-1]))
+    ys.append(float(queue.step_limit))
+    chart = Chart(
+        title="Step limit over time",
+        lines=[Line("step limit", xs, ys, "series-b", step=True)],
+        hlines=[
+            HLine(f"max {queue.max_step_limit}", queue.max_step_limit, "mark-capacity"),
+            HLine(f"min {queue.min_step_limit}", queue.min_step_limit, "mark-low"),
+        ],
+        x_label="minutes since the first change",
+    )
+    return build_chart(chart, x_tick_format=lambda v: f"{v:.0f}")
+
+
+def dashboard_context() -> dict[str, Any]:
+    now = timezone.now()
+    queue = QueuePolicy.current()
+    counts = stats.status_counts()
+    flow = stats.rates(stats.RATE_WINDOWS[stats.DEFAULT_RATE_WINDOW], now=now)
+    rule_text, rule_css = ratio_rule(flow.ratio)
+    hour = stats.mode_durations(timedelta(hours=1), now=now)
+    day = stats.mode_durations(timedelta(hours=24), now=now)
+    approve = stats.approve_rate(queue.tuner_window)
+    audit = stats.audit_reject_share()
+    return {
+        "queue": queue,
+        "now": now,
+        "poll_seconds": POLL_SECONDS,
+        "depth": counts["pending"] + counts["claimed"],
+        "counts": counts,
+        "flow": flow,
+        "ratio_text": fmt_ratio(flow.ratio),
+        "ratio_rule": rule_text,
+        "ratio_css": rule_css,
+        "ratio_warning": stats.ratio_stays_above_one(now=now),
+        "oldest_age": fmt_duration(stats.oldest_waiting_age(now=now)),
+        "mode_rows": [(mode, fmt_duration(hour.get(mode, 0)), fmt_duration(day.get(mode, 0))) for mode in hour],
+        "approve": approve,
+        "audit": audit,
+        "depth_chart": depth_chart(queue, now),
+        "step_chart": step_limit_chart(queue, now),
+        "step_history": list(reversed(stats.step_limit_history(limit=10))),
+        "shed_by_priority": stats.shed_by_priority(),
+        "breaker": CircuitBreakerEntry.objects.select_related("item").order_by("-created_at", "-pk")[:20],
+        **rules_context(),
+    }
+
+
+def rules_context() -> dict[str, Any]:
+    return {
+        "label_counts": stats.label_counts(),
+        "rules": FilterRule.objects.select_related("decided_by").order_by("status", "-proposed_at"),
+    }
+
+
+@require_GET
+@operator_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """The live dashboard; an htmx poll gets only the region it asked for."""
+    if request.htmx and request.htmx.target == "rules":
+        return render(request, "ops/dashboard.html#rules", rules_context())
+    template = "ops/dashboard.html#live" if request.htmx else "ops/dashboard.html"
+    return render(request, template, dashboard_context())
+
+
+RULE_ACTIONS = {"enable": FilterRule.Status.ENABLED, "dismiss": FilterRule.Status.DISMISSED}
+
+
+@require_POST
+@operator_required
+def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse:
+    """Enable or dismiss a proposed filter rule (or change one's mind later)."""
+    status = RULE_ACTIONS.get(action)
+    if status is None:
+        return HttpResponse("unknown action", status=400)
+    rule = get_object_or_404(FilterRule, pk=rule_id)
+    FilterRule.objects.filter(pk=rule.pk).update(status=status, decided_by=request.user, decided_at=timezone.now())
+    if request.htmx:
+        return render(request, "ops/dashboard.html#rules", rules_context())
+    messages.success(request, f"Filter rule {rule.gate} {status}.")
+    return redirect("ops:dashboard")
+
+
+# --- policy settings --------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def policy_settings(request: HttpRequest) -> HttpResponse:
+    """Edit the queue policy; every change is audited and listed below the form."""
+    queue = QueuePolicy.current()
+    status = 200
+    if request.method == "POST":
+        form = PolicyForm(request.POST, instance=queue)
+        if form.is_valid():
+            try:
+                services.policy_update(user=request.user, changes=form.changes())
+            except ValidationError as exc:
+                for name, errors in exc.message_dict.items():
+                    form.add_error(name if name in form.fields else None, errors)
+            except services.InvalidInput as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            else:
+                changed = ", ".join(form.changes()) or "nothing"
+                messages.success(request, f"Policy saved ({changed} changed).")
+                return redirect("ops:policy")
+        status = 400
+    else:
+        form = PolicyForm(instance=queue)
+    audits = PolicyAudit.objects.select_related("user").order_by("-created_at", "-pk")[:50]
+    return render(request, "ops/policy.html", {"form": form, "audits": audits}, status=status)
+
+
+# --- what-if ------------------------------------------------------------------------------
+
+
+def live_initial(window_key: str) -> tuple[dict[str, Any], stats.Rates]:
+    """Form values from the real queue: measured rates and the live policy."""
+    from simulation import PRESETS
+
+    flow = stats.rates(stats.RATE_WINDOWS[window_key])
+    queue = QueuePolicy.current()
+    initial = scenario_initial(
+        PRESETS["A"],
+        name=f"live {window_key}",
+        production_per_min=round(flow.arrivals_per_min, 3),
+        review_per_min=round(flow.decisions_per_min, 3),
+        reviewers=max(1, flow.reviewers),
+        capacity=queue.capacity,
+        high_watermark=queue.high_watermark,
+        low_watermark=queue.low_watermark,
+        backpressure=True,
+    )
+    return initial, flow
+
+
+@require_GET
+@operator_required
+def whatif(request: HttpRequest) -> HttpResponse:
+    """The scenario form; ?preset=X or ?window=1h&live=1 only prefill it."""
+    from simulation import PRESETS
+
+    live_form = LiveWindowForm(request.GET if "live" in request.GET else None)
+    live_flow: stats.Rates | None = None
+    preset = request.GET.get("preset", "A")
+    if live_form.is_bound and live_form.is_valid():
+        initial, live_flow = live_initial(live_form.cleaned_data["window"])
+    else:
+        preset = preset if preset in PRESETS else "A"
+        initial = scenario_initial(PRESETS[preset], name=f"preset {preset}")
+    runs = SimulationRun.objects.order_by("-created_at", "-pk")[:20]
+    return render(
+        request,
+        "ops/whatif.html",
+        {
+            "form": WhatIfForm(initial=initial),
+            "live_form": live_form if live_form.is_bound else LiveWindowForm(),
+            "live_flow": live_flow,
+            "live_ratio": fmt_ratio(live_flow.ratio) if live_flow else None,
+            "presets": sorted(PRESETS),
+            "preset": None if live_flow else preset,
+            "runs": runs,
+            "done_runs": [r for r in runs if r.status == SimulationRun.Status.DONE],
+            "inline_minutes": INLINE_SIMULATION_MINUTES,
+        },
+    )
+
+
+@require_POST
+@operator_required
+def whatif_run(request: HttpRequest) -> HttpResponse:
+    """Start a simulation: small ones run in the request, larger ones in a Celery task."""
+    form = WhatIfForm(request.POST)
+    if not form.is_valid():
+        from simulation import PRESETS
+
+        return render(
+            request,
+            "ops/whatif.html",
+            {
+                "form": form,
+                "live_form": LiveWindowForm(),
+                "presets": sorted(PRESETS),
+                "runs": SimulationRun.objects.order_by("-created_at", "-pk")[:20],
+                "inline_minutes": INLINE_SIMULATION_MINUTES,
+            },
+            status=400,
+        )
+    run = SimulationRun.objects.create(
+        created_by=request.user,
+        name=form.cleaned_data["name"] or "what-if",
+        params=form.params(),
+        progress_total=form.cleaned_data["replications"],
+    )
+    if form.simulated_minutes() <= INLINE_SIMULATION_MINUTES:
+        execute_simulation(run.pk)
+    else:
+        transaction.on_commit(lambda: run_simulation.delay(run.pk))
+    return redirect("ops:whatif_result", run_id=run.pk)
+
+
+def result_context(run: SimulationRun) -> dict[str, Any]:
+    """What a finished (or running) simulation shows: numbers, chart, ratio rule."""
+    ctx: dict[str, Any] = {"run": run, "scenario": run.params.get("scenario", {})}
+    if run.status != SimulationRun.Status.DONE or not run.result:
+        return ctx
+    r = run.result
+    sc = r["scenario"]
+    step = r.get("depth_series_step_min", 1)
+    series = r["depth_series"]
+    cap = sc["capacity"]
+    chart = Chart(
+        title=f"Simulated depth (mean of {r['replications']} runs)",
+        lines=[Line("depth", [i * step for i in range(len(series))], series, "series-a")],
+        hlines=[
+            HLine(f"capacity {cap}", cap, "mark-capacity"),
+            HLine(f"high {sc['high_watermark']:.0%}", cap * sc["high_watermark"], "mark-high"),
+            HLine(f"low {sc['low_watermark']:.0%}", cap * sc["low_watermark"], "mark-low"),
+        ],
+        x_label="minute",
+    )
+    ratio = r.get("ratio")
+    rule_text, rule_css = ratio_rule(math.inf if ratio is None else ratio)
+    ctx.update(
+        {
+            "r": r,
+            "chart": build_chart(chart, x_tick_format=lambda v: f"{v:.0f}"),
+            "ratio_text": fmt_ratio(math.inf if ratio is None else ratio),
+            "ratio_rule": rule_text,
+            "ratio_css": rule_css,
+        }
+    )
+    return ctx
+
+
+@require_GET
+@operator_required
+def whatif_result(request: HttpRequest, run_id: int) -> HttpResponse:
+    """A run's result; while it runs, the progress region polls and stops (286) when done."""
+    run = get_object_or_404(SimulationRun, pk=run_id)
+    ctx = result_context(run)
+    if request.htmx:
+        finished = run.status in (SimulationRun.Status.DONE, SimulationRun.Status.FAILED)
+        return render(request, "ops/whatif_result.html#result", ctx, status=286 if finished else 200)
+    return render(request, "ops/whatif_result.html", ctx)
+
+
+@require_GET
+@operator_required
+def whatif_compare(request: HttpRequest) -> HttpResponse:
+    """Two finished runs side by side."""
+    try:
+        ids = [int(request.GET["a"]), int(request.GET["b"])]
+    except (KeyError, ValueError):
+        return HttpResponse("pick two runs: ?a=<id>&b=<id>", status=400)
+    runs = [get_object_or_404(SimulationRun, pk=pk) for pk in ids]
+    return render(request, "ops/whatif_compare.html", {"sides": [result_context(run) for run in runs]})
+
+
+# --- export -------------------------------------------------------------------------------
+
+
+@require_GET
+@operator_required
+def export(request: HttpRequest) -> HttpResponse:
+    """The export form; the download itself is export_download."""
+    return render(request, "ops/export.html", {"form": ExportForm()})
+
+
+@require_GET
+@operator_required
+def export_download(request: HttpRequest) -> HttpResponse:
+    """Verdicts as CSV or JSON Lines, streamed in chunks so any row count fits in memory."""
+    form = ExportForm(request.GET)
+    if not form.is_valid():
+        return render(request, "ops/export.html", {"form": form}, status=400)
+    fmt = form.cleaned_data["format"]
+    content_type = "text/csv; charset=utf-8" if fmt == "csv" else "application/x-ndjson; charset=utf-8"
+    response = StreamingHttpResponse(export_lines(form.queryset(), fmt), content_type=content_type)
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = f'attachment; filename="verdicts-{stamp}.{fmt}"'
+    return response
+
 
 app_name = "ops"
-urlpatterns: list[URLPattern] = []
+urlpatterns = [
+    path("", dashboard, name="dashboard"),
+    path("rules/<int:rule_id>/<str:action>/", rule_decide, name="rule_decide"),
+    path("policy/", policy_settings, name="policy"),
+    path("whatif/", whatif, name="whatif"),
+    path("whatif/run/", whatif_run, name="whatif_run"),
+    path("whatif/compare/", whatif_compare, name="whatif_compare"),
+    path("whatif/<int:run_id>/", whatif_result, name="whatif_result"),
+    path("export/", export, name="export"),
+    path("export/download/", export_download, name="export_download"),
+]

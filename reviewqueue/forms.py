@@ -1,0 +1,228 @@
+"""Operator forms: policy settings, the what-if scenario, verdict export."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+
+from .models import QueuePolicy, ReviewItem, Verdict
+from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
+
+# Simulated minutes (replications x duration) above which a what-if runs in
+# the background with a progress bar instead of inside the request.
+INLINE_SIMULATION_MINUTES = 20_000
+MAX_REPLICATIONS = 500
+
+
+class PolicyForm(forms.ModelForm):
+    """The editable policy fields; the model's clean() supplies the cross-field
+    rules (low < high <= 1, min <= start <= max, ...) with per-field messages."""
+
+    class Meta:
+        model = QueuePolicy
+        fields = QueuePolicy.EDITABLE_FIELDS
+        labels: ClassVar[dict[str, str]] = {
+            "high_watermark": "High watermark (fraction of capacity)",
+            "low_watermark": "Low watermark (fraction of capacity)",
+            "step_limit": "Step limit now",
+            "min_step_limit": "Tuner: lowest step limit",
+            "max_step_limit": "Tuner: highest step limit",
+            "tuner_window": "Tuner window (verdicts)",
+            "approve_low": "Tuner band: lower approve rate",
+            "approve_high": "Tuner band: upper approve rate",
+            "label_threshold": "Label count that proposes a filter rule",
+            "lease_seconds": "Lease length (seconds)",
+            "sampling_rate": "Grey-task sampling rate",
+        }
+
+    def changes(self) -> dict[str, Any]:
+        """Only the fields whose values differ, ready for services.policy_update."""
+        return {name: self.cleaned_data[name] for name in self.changed_data if name in QueuePolicy.EDITABLE_FIELDS}
+
+
+class WhatIfForm(forms.Form):
+    """One simulation scenario plus how to run it. Field names match
+    simulation.Scenario so errors from Scenario.from_dict land on the right field."""
+
+    name = forms.CharField(max_length=100, required=False, help_text="to tell runs apart when comparing")
+    model = forms.ChoiceField(choices=[("article", "article (fixed per-minute steps)"), ("poisson", "poisson")])
+    production_per_min = forms.FloatField(min_value=0, max_value=10_000, label="Production rate (outputs/min)")
+    review_per_min = forms.FloatField(min_value=0, max_value=10_000, label="Review rate (decisions/min, all reviewers)")
+    reviewers = forms.IntegerField(min_value=1, max_value=1000)
+    capacity = forms.IntegerField(min_value=1, max_value=1_000_000)
+    duration_min = forms.IntegerField(min_value=1, max_value=100_000, label="Duration (minutes)")
+    burst_prob = forms.FloatField(min_value=0, max_value=1, label="Burst probability (per minute)")
+    burst_mult = forms.FloatField(min_value=1, max_value=100, label="Burst size (x production)")
+    high_watermark = forms.FloatField(min_value=0, max_value=1)
+    low_watermark = forms.FloatField(min_value=0, max_value=1)
+    backpressure = forms.BooleanField(required=False, help_text="draft mode above the high watermark")
+    replications = forms.IntegerField(min_value=1, max_value=MAX_REPLICATIONS, initial=20)
+    seed = forms.IntegerField(min_value=0, max_value=2**31, initial=0)
+    target_overflow_pct = forms.FloatField(
+        min_value=0, max_value=100, required=False, initial=1.0, label="Target overflow % for the recommendation"
+    )
+
+    SCENARIO_FIELDS = (
+        "model",
+        "production_per_min",
+        "review_per_min",
+        "reviewers",
+        "capacity",
+        "duration_min",
+        "burst_prob",
+        "burst_mult",
+        "high_watermark",
+        "low_watermark",
+        "backpressure",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        from simulation import Scenario
+
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            self.scenario = Scenario.from_dict({k: data[k] for k in self.SCENARIO_FIELDS})
+        except ValueError as exc:
+            field, _, message = str(exc).partition(": ")
+            self.add_error(field if field in self.fields else None, message or str(exc))
+        return data
+
+    def params(self) -> dict[str, Any]:
+        """What a SimulationRun stores: the scenario and how to run it."""
+        data = self.cleaned_data
+        return {
+            "scenario": self.scenario.to_dict(),
+            "replications": data["replications"],
+            "seed": data["seed"],
+            "target_overflow_pct": data.get("target_overflow_pct"),
+        }
+
+    def simulated_minutes(self) -> int:
+        return int(self.cleaned_data["replications"]) * int(self.cleaned_data["duration_min"])
+
+
+def scenario_initial(scenario: Any, **extra: Any) -> dict[str, Any]:
+    """Initial form values from a simulation.Scenario."""
+    data = {name: getattr(scenario, name) for name in WhatIfForm.SCENARIO_FIELDS}
+    data.update({"replications": 20, "seed": 0, "target_overflow_pct": 1.0})
+    data.update(extra)
+    return data
+
+
+class LiveWindowForm(forms.Form):
+    window = forms.ChoiceField(
+        choices=[(k, k) for k in RATE_WINDOWS], initial=DEFAULT_RATE_WINDOW, label="Measure over the last"
+    )
+
+
+class ExportForm(forms.Form):
+    """Filters for the verdict export; all optional."""
+
+    format = forms.ChoiceField(choices=[("csv", "CSV"), ("jsonl", "JSON Lines")], initial="csv")
+    since = forms.DateTimeField(required=False, help_text="ISO date/time, UTC")
+    until = forms.DateTimeField(required=False)
+    label = forms.ChoiceField(choices=[("", "any"), *ReviewItem.Label.choices], required=False)
+    reviewer = forms.CharField(required=False, max_length=150, help_text="username")
+
+    def clean_reviewer(self) -> str:
+        name = self.cleaned_data.get("reviewer", "").strip()
+        if name and not get_user_model().objects.filter(username=name).exists():
+            raise forms.ValidationError(f"no user named {name!r}")
+        return name
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            self.add_error("until", "must not be before 'since'")
+        return data
+
+    def queryset(self) -> QuerySet[Verdict]:
+        """Verdicts matching the filters, oldest first; call after is_valid()."""
+        data = self.cleaned_data
+        qs = Verdict.objects.order_by("created_at", "pk")
+        if data.get("since"):
+            qs = qs.filter(created_at__gte=data["since"])
+        if data.get("until"):
+            qs = qs.filter(created_at__lt=data["until"])
+        if data.get("label"):
+            qs = qs.filter(item__label=data["label"])
+        if data.get("reviewer"):
+            qs = qs.filter(reviewer__username=data["reviewer"])
+        return qs
+
+
+# --- export streams -----------------------------------------------------------------
+
+EXPORT_COLUMNS = (
+    ("verdict_id", "pk"),
+    ("item_id", "item_id"),
+    ("task_id", "item__task_id"),
+    ("task_kind", "item__task_kind"),
+    ("label", "item__label"),
+    ("draft", "item__draft"),
+    ("priority", "item__priority"),
+    ("cutoff_reason", "item__cutoff_reason"),
+    ("attempt_count", "item__attempt_count"),
+    ("producer", "item__producer"),
+    ("decision", "decision"),
+    ("reason_label", "reason_label"),
+    ("note", "note"),
+    ("reviewer", "reviewer__username"),
+    ("counts_for_tuner", "counts_for_tuner"),
+    ("item_created_at", "item__created_at"),
+    ("decided_at", "created_at"),
+)
+EXPORT_CHUNK = 2000
+# A spreadsheet runs a cell starting with one of these as a formula.
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def export_rows(queryset: QuerySet[Verdict]) -> Iterator[dict[str, Any]]:
+    """One dict per verdict, read in chunks so memory stays flat whatever the row count."""
+    names = [name for name, _ in EXPORT_COLUMNS]
+    lookups = [lookup for _, lookup in EXPORT_COLUMNS]
+    for values in queryset.values_list(*lookups).iterator(chunk_size=EXPORT_CHUNK):
+        row = dict(zip(names, values, strict=True))
+        for key in ("item_created_at", "decided_at"):
+            if row[key] is not None:
+                row[key] = row[key].isoformat()
+        yield row
+
+
+def csv_safe(value: Any) -> Any:
+    """Neutralise spreadsheet formula injection by quoting a leading trigger character."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+class _Echo:
+    """A file-like object whose write returns the line, so csv.writer can stream."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow([name for name, _ in EXPORT_COLUMNS])
+    for row in rows:
+        yield writer.writerow([csv_safe(v) for v in row.values()])
+
+
+def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    for row in rows:
+        yield json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def export_lines(queryset: QuerySet[Verdict], fmt: str) -> Iterator[str]:
+    rows = export_rows(queryset)
+    return csv_lines(rows) if fmt == "csv" else jsonl_lines(rows)

@@ -1,0 +1,131 @@
+"""Operator-side Celery tasks: the depth sampler and the what-if simulation.
+
+Registered under ``reviewqueue.tasks.*`` names (tasks.py re-exports this
+module), so the beat schedule and the views refer to stable names.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from celery import shared_task
+from django.db.models import Q
+from django.utils import timezone
+
+from .models import DepthSample, QueuePolicy, ReviewItem, SimulationRun
+
+log = logging.getLogger(__name__)
+
+__all__ = ["run_simulation", "sample_depth"]
+
+DEPTH_RETENTION = timedelta(days=7)
+# A stored result keeps at most this many depth points; longer runs are averaged into buckets.
+MAX_SERIES_POINTS = 2000
+# The recommendation bisects ~30 rates; cap its simulated minutes per rate.
+RECOMMEND_BUDGET_MIN = 20_000
+SIMULATION_TIME_LIMIT = 660
+
+
+@shared_task(name="reviewqueue.tasks.sample_depth", ignore_result=True, soft_time_limit=30, time_limit=60)
+def sample_depth() -> int:
+    """Record one depth sample and prune samples past retention.
+
+    Safe to repeat: a second call only adds one more sample point.
+    Returns the sampled depth.
+    """
+    now = timezone.now()
+    queue = QueuePolicy.current()
+    pending = ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).count()
+    claimed = ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED).count()
+    DepthSample.objects.create(
+        created_at=now,
+        depth=pending + claimed,
+        pending=pending,
+        claimed=claimed,
+        mode=queue.mode,
+        capacity=queue.capacity,
+        step_limit=queue.step_limit,
+    )
+    DepthSample.objects.filter(created_at__lt=now - DEPTH_RETENTION).delete()
+    return pending + claimed
+
+
+def _downsample(series: list[float], limit: int = MAX_SERIES_POINTS) -> tuple[list[float], int]:
+    """Bucket means so a million-minute run still stores a chartable series."""
+    if len(series) <= limit:
+        return series, 1
+    step = -(-len(series) // limit)
+    return [sum(series[i : i + step]) / len(series[i : i + step]) for i in range(0, len(series), step)], step
+
+
+def _claim(run_id: int) -> bool:
+    """Take the run with a conditional update; a run left 'running' by a dead
+    worker (older than the hard time limit) may be taken again."""
+    stale = timezone.now() - timedelta(seconds=SIMULATION_TIME_LIMIT)
+    won = SimulationRun.objects.filter(
+        Q(status=SimulationRun.Status.QUEUED) | Q(status=SimulationRun.Status.RUNNING, created_at__lt=stale),
+        pk=run_id,
+    ).update(status=SimulationRun.Status.RUNNING, progress_done=0, error="")
+    return won == 1
+
+
+def execute_simulation(run_id: int) -> str:
+    """Run a queued what-if simulation, writing progress to its row.
+
+    Safe to repeat: only the call that claims a queued run does the work; any
+    other returns the run's status unchanged.
+    """
+    from simulation import Scenario, recommend_max_production, run_replications
+
+    if not _claim(run_id):
+        return SimulationRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "missing"
+    run = SimulationRun.objects.get(pk=run_id)
+    params: dict[str, Any] = run.params
+    try:
+        scenario = Scenario.from_dict(params["scenario"])
+        replications = int(params.get("replications", 1))
+        seed = int(params.get("seed", 0))
+        target = params.get("target_overflow_pct")
+        total = replications + (1 if target is not None else 0)
+        SimulationRun.objects.filter(pk=run_id).update(progress_total=total)
+
+        def progress(done: int, _total: int) -> None:
+            SimulationRun.objects.filter(pk=run_id).update(progress_done=done)
+
+        result = run_replications(scenario, replications, seed, progress=progress).to_dict()
+        result["depth_series"], result["depth_series_step_min"] = _downsample(result["depth_series"])
+        result["step_limit_trajectory"], _ = _downsample(result["step_limit_trajectory"])
+        if target is not None:
+            reps = max(1, min(replications, 20, RECOMMEND_BUDGET_MIN // scenario.duration_min))
+            result["target_overflow_pct"] = float(target)
+            result["recommended_production_per_min"] = recommend_max_production(
+                scenario, float(target), replications=reps, seed=seed
+            )
+            result["recommend_replications"] = reps
+    except Exception as exc:  # a bad scenario or a model bug must end the poll, not hang it
+        log.exception("what-if simulation failed", extra={"run": run_id})
+        SimulationRun.objects.filter(pk=run_id).update(
+            status=SimulationRun.Status.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
+        )
+        return SimulationRun.Status.FAILED
+    SimulationRun.objects.filter(pk=run_id).update(
+        status=SimulationRun.Status.DONE,
+        result=result,
+        progress_done=total,
+        finished_at=timezone.now(),
+    )
+    return SimulationRun.Status.DONE
+
+
+@shared_task(
+    name="reviewqueue.tasks.run_simulation",
+    ignore_result=True,
+    acks_late=True,
+    soft_time_limit=SIMULATION_TIME_LIMIT - 60,
+    time_limit=SIMULATION_TIME_LIMIT,
+)
+def run_simulation(run_id: int) -> str:
+    """Celery entry point for execute_simulation; safe to run twice."""
+    return execute_simulation(run_id)

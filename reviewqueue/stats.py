@@ -1,0 +1,286 @@
+"""Queue statistics read by the dashboard, the JSON API and /metrics.
+
+Read-only: nothing here writes. Every query is bounded by a time window, a
+row limit or an aggregate, so the cost does not grow with the item history.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, Min, Sum
+from django.utils import timezone
+
+from .models import (
+    CircuitBreakerEntry,
+    DepthSample,
+    LabelCount,
+    LoopRun,
+    Mode,
+    ModeChange,
+    QueuePolicy,
+    ReviewItem,
+    StepLimitChange,
+    Verdict,
+)
+
+try:
+    from loops.stop_rules import wilson_interval
+except ImportError:  # pragma: no cover - loops ships with the project; kept for partial checkouts
+
+    def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+        """Wilson score interval as fractions in [0, 1]."""
+        if n == 0:
+            return (0.0, 1.0)
+        p = successes / n
+        z2 = z * z
+        centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+        half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+        return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+# Windows an operator can pick for measured rates ("from live data").
+RATE_WINDOWS: dict[str, timedelta] = {
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+}
+DEFAULT_RATE_WINDOW = "15m"
+# The dashboard's depth chart: one hour of 10-second samples at most.
+DEPTH_WINDOW = timedelta(hours=1)
+MAX_DEPTH_POINTS = 360
+# "Stays above 1": the ratio exceeded 1 in each of this many consecutive slices.
+SUSTAINED_SLICES = 3
+SLICE = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Flow through the queue over one window. ``ratio`` is production over
+    review (DESIGN.md rule 9); None when nothing arrived and nothing was decided."""
+
+    window_min: float
+    arrivals: int
+    decisions: int
+    auto_passed: int
+    reviewers: int
+    arrivals_per_min: float
+    decisions_per_min: float
+    ratio: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: an infinite ratio (arrivals, no decisions) becomes None plus a flag."""
+        out = asdict(self)
+        out["ratio_infinite"] = self.ratio is not None and math.isinf(self.ratio)
+        if out["ratio_infinite"]:
+            out["ratio"] = None
+        return out
+
+
+def flow_ratio(arrivals: int, decisions: int) -> float | None:
+    """Production over review; infinite when items arrive and none are decided."""
+    if decisions:
+        return arrivals / decisions
+    return math.inf if arrivals else None
+
+
+def rates(window: timedelta, *, now: datetime | None = None) -> Rates:
+    """Arrivals (items reaching the queue, shed and filtered ones included:
+    they were produced) and human decisions per minute over ``window``."""
+    now = now or timezone.now()
+    since = now - window
+    arrivals = ReviewItem.objects.filter(created_at__gt=since, created_at__lte=now).count()
+    verdicts = Verdict.objects.filter(created_at__gt=since, created_at__lte=now)
+    decisions = verdicts.count()
+    reviewers = verdicts.exclude(reviewer=None).values("reviewer").distinct().count()
+    auto_passed = LoopRun.objects.filter(
+        outcome=LoopRun.Outcome.AUTO_PASSED, created_at__gt=since, created_at__lte=now
+    ).count()
+    minutes = window.total_seconds() / 60
+    return Rates(
+        window_min=minutes,
+        arrivals=arrivals,
+        decisions=decisions,
+        auto_passed=auto_passed,
+        reviewers=reviewers,
+        arrivals_per_min=arrivals / minutes,
+        decisions_per_min=decisions / minutes,
+        ratio=flow_ratio(arrivals, decisions),
+    )
+
+
+def ratio_stays_above_one(*, now: datetime | None = None) -> bool:
+    """True when production outran review in every one of the last few
+    slices: a single busy minute is noise, a run of them is a trend."""
+    now = now or timezone.now()
+    for i in range(SUSTAINED_SLICES):
+        end = now - i * SLICE
+        r = rates(SLICE, now=end)
+        if r.ratio is None or r.ratio <= 1:
+            return False
+    return True
+
+
+def oldest_waiting_age(*, now: datetime | None = None) -> float | None:
+    """Seconds the oldest waiting item has waited; None when the queue is empty."""
+    now = now or timezone.now()
+    oldest = ReviewItem.objects.filter(status__in=ReviewItem.WAITING).aggregate(t=Min("created_at"))["t"]
+    return None if oldest is None else max(0.0, (now - oldest).total_seconds())
+
+
+@dataclass(frozen=True)
+class ApproveRate:
+    rate: float | None
+    approved: int
+    n: int
+    window: int
+
+
+def approve_rate(window: int | None = None) -> ApproveRate:
+    """Approve share of the last ``window`` verdicts that tune the step limit,
+    the same verdicts the tuner reads."""
+    window = window or QueuePolicy.current().tuner_window
+    recent = list(
+        Verdict.objects.filter(counts_for_tuner=True)
+        .order_by("-created_at", "-pk")
+        .values_list("decision", flat=True)[:window]
+    )
+    approved = sum(1 for d in recent if d == Verdict.Decision.APPROVE)
+    return ApproveRate(rate=approved / len(recent) if recent else None, approved=approved, n=len(recent), window=window)
+
+
+@dataclass(frozen=True)
+class AuditShare:
+    """Sampled auto-passes that humans rejected: what the red line's pass
+    really means (observed) against what reviewers found (true)."""
+
+    rejected: int
+    n: int
+    share: float | None
+    low: float
+    high: float
+
+
+def audit_reject_share() -> AuditShare:
+    """Reject share of verdicts on sampled auto-passes, with a Wilson 95 % interval."""
+    verdicts = Verdict.objects.filter(item__label=ReviewItem.Label.SAMPLED)
+    counts = dict(verdicts.values_list("decision").annotate(n=Count("pk")).values_list("decision", "n"))
+    rejected = counts.get(Verdict.Decision.REJECT, 0)
+    n = rejected + counts.get(Verdict.Decision.APPROVE, 0)
+    low, high = wilson_interval(rejected, n)
+    return AuditShare(rejected=rejected, n=n, share=rejected / n if n else None, low=low, high=high)
+
+
+def mode_durations(window: timedelta, *, now: datetime | None = None) -> dict[str, float]:
+    """Seconds spent in each mode over the last ``window``, from the mode-change log."""
+    now = now or timezone.now()
+    since = now - window
+    changes = list(
+        ModeChange.objects.filter(created_at__gt=since, created_at__lte=now)
+        .order_by("created_at", "pk")
+        .values_list("created_at", "previous", "mode")
+    )
+    before = ModeChange.objects.filter(created_at__lte=since).order_by("-created_at", "-pk").first()
+    if before is not None:
+        mode = before.mode
+    elif changes:
+        mode = changes[0][1]
+    else:
+        mode = QueuePolicy.current().mode
+    out = {m: 0.0 for m in Mode.values}
+    cursor = since
+    for at, _previous, new_mode in changes:
+        out[mode] = out.get(mode, 0.0) + (at - cursor).total_seconds()
+        mode, cursor = new_mode, at
+    out[mode] = out.get(mode, 0.0) + (now - cursor).total_seconds()
+    return out
+
+
+def depth_samples(window: timedelta = DEPTH_WINDOW, *, now: datetime | None = None) -> list[DepthSample]:
+    """The newest samples in the window, oldest first, never more than MAX_DEPTH_POINTS."""
+    now = now or timezone.now()
+    rows = list(
+        DepthSample.objects.filter(created_at__gte=now - window, created_at__lte=now).order_by("-created_at")[
+            :MAX_DEPTH_POINTS
+        ]
+    )
+    rows.reverse()
+    return rows
+
+
+def step_limit_history(limit: int = 50) -> list[StepLimitChange]:
+    """The last ``limit`` step-limit changes, oldest first."""
+    rows = list(StepLimitChange.objects.order_by("-created_at", "-pk")[:limit])
+    rows.reverse()
+    return rows
+
+
+def label_counts() -> dict[str, int]:
+    return dict(LabelCount.objects.order_by("label").values_list("label", "count"))
+
+
+def shed_by_priority() -> dict[int, int]:
+    """Items shed at capacity, by priority, over all time (the circuit-breaker log)."""
+    rows = CircuitBreakerEntry.objects.values("priority").annotate(n=Count("pk")).order_by("priority")
+    return {row["priority"]: row["n"] for row in rows}
+
+
+def status_counts() -> dict[str, int]:
+    rows = ReviewItem.objects.values("status").annotate(n=Count("pk"))
+    out = {s: 0 for s in ReviewItem.Status.values}
+    out.update({row["status"]: row["n"] for row in rows})
+    return out
+
+
+def lease_expiries_total() -> int:
+    return ReviewItem.objects.filter(lease_expiries__gt=0).aggregate(n=Sum("lease_expiries"))["n"] or 0
+
+
+def decisions_total() -> dict[str, int]:
+    rows = Verdict.objects.values("decision").annotate(n=Count("pk"))
+    out = {d: 0 for d in Verdict.Decision.values}
+    out.update({row["decision"]: row["n"] for row in rows})
+    return out
+
+
+def loop_outcomes() -> dict[str, int]:
+    rows = LoopRun.objects.values("outcome").annotate(n=Count("pk"))
+    out = {o: 0 for o in LoopRun.Outcome.values}
+    out.update({row["outcome"]: row["n"] for row in rows})
+    return out
+
+
+def snapshot(*, window: timedelta = RATE_WINDOWS[DEFAULT_RATE_WINDOW], now: datetime | None = None) -> dict[str, Any]:
+    """The queue at a glance, JSON-safe: what the API's stats endpoint returns."""
+    now = now or timezone.now()
+    queue = QueuePolicy.current()
+    counts = status_counts()
+    depth = counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED]
+    approve = approve_rate(queue.tuner_window)
+    audit = audit_reject_share()
+    return {
+        "depth": depth,
+        "pending": counts[ReviewItem.Status.PENDING],
+        "claimed": counts[ReviewItem.Status.CLAIMED],
+        "capacity": queue.capacity,
+        "high_watermark": queue.high_watermark,
+        "low_watermark": queue.low_watermark,
+        "mode": queue.mode,
+        "step_limit": queue.step_limit,
+        "status_counts": counts,
+        "rates": rates(window, now=now).to_dict(),
+        "ratio_stays_above_one": ratio_stays_above_one(now=now),
+        "oldest_waiting_seconds": oldest_waiting_age(now=now),
+        "approve_rate": approve.rate,
+        "approve_rate_n": approve.n,
+        "tuner_window": approve.window,
+        "shed_by_priority": {str(k): v for k, v in shed_by_priority().items()},
+        "lease_expiries": lease_expiries_total(),
+        "audit_reject_share": audit.share,
+        "audit_reject_ci95": [audit.low, audit.high],
+        "audit_n": audit.n,
+        "generated_at": now.isoformat(),
+    }
