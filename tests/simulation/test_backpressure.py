@@ -17,7 +17,7 @@ def _b(model: str, backpressure: bool, **changes: object) -> object:
 def test_it_calls_the_live_policy_functions(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"plan_admission": 0, "next_mode": 0, "tune_step_limit": 0}
 
-    def spy(name: str):  # noqa: ANN202
+    def spy(name: str):
         real = getattr(policy, name)
 
         def wrapper(*args: object, **kwargs: object) -> object:
@@ -68,7 +68,11 @@ def test_it_spends_time_in_draft_only_with_backpressure_on() -> None:
 def test_it_stays_in_draft_until_the_queue_drains_below_the_low_watermark() -> None:
     # One huge burst fills the queue at once; 1 in and 3 out a minute then drains it.
     sc = dataclasses.replace(
-        PRESETS["A"], production_per_min=1.0, burst_mult=60.0, burst_prob=0.02, backpressure=True,
+        PRESETS["A"],
+        production_per_min=1.0,
+        burst_mult=60.0,
+        burst_prob=0.02,
+        backpressure=True,
         duration_min=60,
     )
     one_burst = sc.duration_min + 59
