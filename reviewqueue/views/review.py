@@ -1,6 +1,302 @@
-"""Views of the review area (filled in by its own change)."""
+"""The reviewer's page: claim an item, read it, approve or reject, next.
 
-from django.urls import URLPattern
+Every view parses, calls a service, renders. With ``HX-Request`` a view
+answers with the card fragment (plus the context panel out of band); without
+it, a POST redirects back to the page, so the whole flow works as plain forms.
+The reviewer is the scarcest resource (DESIGN.md rule 9): no awkward case ends
+on an error page, each one says what happened and shows what to do next.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import path
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from .. import services
+from ..access import reviewer_required
+from ..models import QueuePolicy, ReasonLabel, ReviewItem, Verdict
 
 app_name = "review"
-urlpatterns: list[URLPattern] = []
+
+CARD = "review/queue.html#card"
+LEASE = "review/queue.html#lease"
+RECENT_VERDICTS = 8
+PACE_SAMPLE = 20
+SKIPPED_KEY = "review_skipped"
+
+
+@dataclass
+class Notice:
+    """One line telling the reviewer what just happened; ``level`` picks the colour."""
+
+    text: str
+    level: str = "info"
+
+
+@dataclass
+class CardState:
+    item: ReviewItem | None
+    notices: list[Notice] = field(default_factory=list)
+    error: str = ""
+    note: str = ""
+    reason_label: str = ""
+
+
+def _context_panel(user: AbstractBaseUser) -> dict[str, object]:
+    """What a reviewer needs beside the item: waiting count, mode, their own
+    recent verdicts and pace."""
+    now = timezone.now()
+    recent = list(
+        Verdict.objects.filter(reviewer=user).select_related("item").order_by("-created_at", "-pk")[:PACE_SAMPLE]
+    )
+    spans = [
+        (v.created_at - v.item.claimed_at).total_seconds()
+        for v in recent
+        if v.item.claimed_at is not None and v.created_at >= v.item.claimed_at
+    ]
+    return {
+        "waiting": services.queue_depth(),
+        "mode": QueuePolicy.current().mode,
+        "recent": recent[:RECENT_VERDICTS],
+        "last_hour": Verdict.objects.filter(reviewer=user, created_at__gte=now - timedelta(hours=1)).count(),
+        "median_seconds": statistics.median(spans) if spans else None,
+        "undo_seconds": settings.REVIEWQUEUE_UNDO_SECONDS,
+    }
+
+
+def _render_card(request: HttpRequest, state: CardState, *, status: int = 200) -> HttpResponse:
+    item = state.item
+    context: dict[str, object] = {
+        "item": item,
+        "notices": state.notices,
+        "error": state.error,
+        "note": state.note,
+        "reason_label": state.reason_label,
+        "reason_labels": list(enumerate(ReasonLabel.choices, start=1)),
+        "lease_left": item.lease_seconds_left() if item is not None else 0,
+        "oob": bool(request.htmx),
+        **_context_panel(request.user),  # type: ignore[arg-type]
+    }
+    template = CARD if request.htmx else "review/queue.html"
+    return render(request, template, context, status=status)
+
+
+def _done(request: HttpRequest, state: CardState) -> HttpResponse:
+    """After a POST: the fragment for htmx, else Post/Redirect/Get with the
+    notices carried as messages so a reload never repeats the action."""
+    if request.htmx:
+        return _render_card(request, state)
+    for notice in state.notices:
+        messages.add_message(request, messages.ERROR if notice.level == "error" else messages.INFO, notice.text)
+    return redirect("review:queue")
+
+
+def _skipped(request: HttpRequest) -> set[int]:
+    return set(request.session.get(SKIPPED_KEY, []))
+
+
+def _claim_next(request: HttpRequest, notices: list[Notice]) -> CardState:
+    item = services.claim(reviewer=request.user)  # type: ignore[arg-type]
+    if item is not None and item.pk in _skipped(request):
+        notices.append(Notice(f"Item #{item.pk} is one you skipped; it is the next in line."))
+    return CardState(item=item, notices=notices)
+
+
+def _item_id(raw: str | None) -> int | None:
+    try:
+        value = int(raw or "")
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+@require_GET
+@reviewer_required
+def queue(request: HttpRequest) -> HttpResponse:
+    """The page: the item this reviewer holds, else a Start button. A GET
+    never claims: claiming changes data and is a POST."""
+    item = services.current_claim(reviewer=request.user)  # type: ignore[arg-type]
+    return _render_card(request, CardState(item=item))
+
+
+@require_GET
+@reviewer_required
+def waiting(request: HttpRequest) -> HttpResponse:
+    """The empty queue's poll target: the card, which keeps polling while the
+    queue is empty and shows the Next button once items wait."""
+    item = services.current_claim(reviewer=request.user)  # type: ignore[arg-type]
+    return _render_card(request, CardState(item=item))
+
+
+# GET on an action URL happens when a session timed out mid-review: the login
+# page sends the reviewer back to the URL they posted to. It only redirects.
+@require_http_methods(["GET", "POST"])
+@reviewer_required
+def next_item(request: HttpRequest) -> HttpResponse:
+    """Claim the next item under a lease (or get back the one already held)."""
+    if request.method == "GET":
+        return redirect("review:queue")
+    state = _claim_next(request, [])
+    if state.item is None:
+        state.notices.append(Notice("Nothing waits right now. This page will notice new items by itself."))
+    return _done(request, state)
+
+
+@require_http_methods(["GET", "POST"])
+@reviewer_required
+def decide(request: HttpRequest, item_id: int) -> HttpResponse:
+    """Record approve/reject on a held item, then hand out the next one.
+
+    A repeated POST (double submit, a retry after a dropped connection) meets
+    AlreadyDecided and is answered with "already recorded" and the next item.
+    """
+    if request.method == "GET":
+        return redirect("review:queue")
+    started = time.perf_counter()
+    decision = request.POST.get("decision", "")
+    reason_label = request.POST.get("reason_label", "")
+    note = request.POST.get("note", "")
+    if decision not in Verdict.Decision.values:
+        return _invalid(request, item_id, "Choose Approve or Reject.", note, reason_label)
+    approve = decision == Verdict.Decision.APPROVE
+    notices: list[Notice] = []
+    try:
+        services.decide(
+            item_id=item_id,
+            reviewer=request.user,  # type: ignore[arg-type]
+            approve=approve,
+            reason_label="" if approve else reason_label,
+            note=note,
+        )
+    except services.InvalidInput:
+        return _invalid(request, item_id, "A rejection needs a reason: pick one of the five labels.", note, "")
+    except services.AlreadyDecided:
+        notices.append(Notice(f"Your verdict on item #{item_id} was already recorded; here is the next item."))
+    except services.LeaseExpired:
+        notices.append(
+            Notice(
+                f"Your lease on item #{item_id} ran out before the verdict, so it went back to the queue "
+                "and your verdict was not recorded. Here is the next item.",
+                "error",
+            )
+        )
+    except services.NotLeaseHolder:
+        notices.append(Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error"))
+    except services.QueueError as exc:
+        notices.append(Notice(f"{exc.message}. Your verdict was not recorded.", "error"))
+    else:
+        verb = "Approved" if approve else f"Rejected ({ReasonLabel(reason_label).label})"
+        notices.append(Notice(f"{verb} item #{item_id}. Press u within {settings.REVIEWQUEUE_UNDO_SECONDS} s to undo."))
+    decided = time.perf_counter()
+    state = _claim_next(request, notices)
+    response = _done(request, state)
+    finished = time.perf_counter()
+    # Lets the browser (and the browser test) split a decision's time into
+    # the verdict, the next claim plus render, and the network/DOM remainder.
+    response["Server-Timing"] = (
+        f"decide;dur={(decided - started) * 1000:.1f}, next;dur={(finished - decided) * 1000:.1f}, "
+        f"total;dur={(finished - started) * 1000:.1f}"
+    )
+    return response
+
+
+def _invalid(request: HttpRequest, item_id: int, error: str, note: str, reason_label: str) -> HttpResponse:
+    """The same item again with the error beside the form and what was typed kept."""
+    item = services.current_claim(reviewer=request.user)  # type: ignore[arg-type]
+    if item is None or item.pk != item_id:
+        return _done(request, CardState(item=item, notices=[Notice(error, "error")]))
+    state = CardState(item=item, error=error, note=note, reason_label=reason_label)
+    # htmx swaps only 2xx answers by default; a plain form gets the honest 400.
+    return _render_card(request, state, status=200 if request.htmx else 400)
+
+
+@require_http_methods(["GET", "POST"])
+@reviewer_required
+def skip(request: HttpRequest, item_id: int) -> HttpResponse:
+    """Give the item back to the queue for someone else."""
+    if request.method == "GET":
+        return redirect("review:queue")
+    notices: list[Notice] = []
+    try:
+        services.release(item_id=item_id, reviewer=request.user)  # type: ignore[arg-type]
+    except services.QueueError as exc:
+        notices.append(Notice(f"{exc.message}.", "error"))
+        return _done(request, CardState(item=None, notices=notices))
+    skipped = list(_skipped(request) | {item_id})[-50:]
+    request.session[SKIPPED_KEY] = skipped
+    notices.append(Notice(f"Skipped item #{item_id}; it went back to the queue."))
+    return _done(request, CardState(item=None, notices=notices))
+
+
+@require_POST
+@reviewer_required
+def renew(request: HttpRequest, item_id: int) -> HttpResponse:
+    """Extend the lease while the reviewer is active; the page calls this."""
+    try:
+        item = services.renew(item_id=item_id, reviewer=request.user)  # type: ignore[arg-type]
+    except services.QueueError as exc:
+        response = _render_card(
+            request,
+            CardState(
+                item=None, notices=[Notice(f"{exc.message}. Nothing was lost: press n for the next item.", "error")]
+            ),
+        )
+        if request.htmx:
+            # The lease element asked, but the whole card must change.
+            response["HX-Retarget"] = "#card"
+            response["HX-Reswap"] = "outerHTML"
+        return response
+    if not request.htmx:
+        return redirect("review:queue")
+    return render(request, LEASE, {"item": item, "lease_left": item.lease_seconds_left()})
+
+
+@require_http_methods(["GET", "POST"])
+@reviewer_required
+def undo(request: HttpRequest) -> HttpResponse:
+    """Take back the last verdict within the undo window; the item returns
+    under a fresh lease and the item shown meanwhile goes back to the queue."""
+    if request.method == "GET":
+        return redirect("review:queue")
+    try:
+        item = services.undo(reviewer=request.user)  # type: ignore[arg-type]
+    except services.NothingToUndo:
+        current = services.current_claim(reviewer=request.user)  # type: ignore[arg-type]
+        seconds = settings.REVIEWQUEUE_UNDO_SECONDS
+        return _done(
+            request,
+            CardState(
+                item=current,
+                notices=[Notice(f"Nothing to undo: no verdict of yours in the last {seconds} s.", "error")],
+            ),
+        )
+    showing = _item_id(request.POST.get("current"))
+    if showing is not None and showing != item.pk:
+        try:
+            services.release(item_id=showing, reviewer=request.user)  # type: ignore[arg-type]
+        except services.QueueError:
+            pass  # already gone back or decided: nothing held to give back
+    notices = [Notice(f"Verdict on item #{item.pk} taken back; decide it again.")]
+    return _done(request, CardState(item=item, notices=notices))
+
+
+urlpatterns = [
+    path("", queue, name="queue"),
+    path("waiting/", waiting, name="waiting"),
+    path("next/", next_item, name="next"),
+    path("undo/", undo, name="undo"),
+    path("<int:item_id>/decide/", decide, name="decide"),
+    path("<int:item_id>/skip/", skip, name="skip"),
+    path("<int:item_id>/renew/", renew, name="renew"),
+]
