@@ -17,7 +17,8 @@ import html
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, unquote_plus
 
@@ -29,58 +30,103 @@ REDACTED = "[withheld: it would reveal a hidden check]"
 # still counts as a copy.
 MIN_SECRET = 3
 WINDOW = 12
-_DECODE_ROUNDS = 3
+_DECODE_DEPTH = 4
+# Past this many readings of one fragment the redactor stops looking and
+# drops the fragment: a fragment that needs more unpacking is not a hint.
+_MAX_READINGS = 500
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x9b[0-9;?]*[@-~]")
 # What is left of a colour code once its escape byte was lost or escaped.
 _ANSI_RESIDUE = re.compile(r"\[[0-9;]*m")
-_LINE_PREFIX = re.compile(r"^[ \t]*(?:E(?=\s)|[+\->|]+)", re.MULTILINE)
+_LINE_PREFIX = re.compile(r"^(?:[ \t]*(?:E(?=\s)|[+\->|]+))+", re.MULTILINE)
+_WHITESPACE = re.compile(r"\s+")
 
 
-def _decodings(text: str) -> set[str]:
-    """The fragment as a reader could decode it, layer after layer."""
-    seen = {text}
-    frontier = {text}
-    for _ in range(_DECODE_ROUNDS):
-        found: set[str] = set()
-        for item in frontier:
-            for decoded in _decode_once(item):
-                if decoded not in seen:
-                    found.add(decoded)
-        seen |= found
-        frontier = found
-        if not frontier:
-            break
-    return seen
+def _nfkc(text: str) -> str:
+    return unicodedata.normalize("NFKC", text)
 
 
-def _decode_once(text: str) -> list[str]:
-    out = [html.unescape(text), unquote(text), unquote_plus(text)]
-    if "\\" in text:
-        try:
-            raw = text.encode("latin-1", "backslashreplace")
-            out.append(codecs.decode(raw, "unicode_escape"))
-        except (UnicodeDecodeError, ValueError):
-            # A malformed escape: also try with the bad backslashes dropped.
-            out.append(text.replace("\\", ""))
+def _strip_ansi(text: str) -> str:
+    # Repeat until stable: colour codes wrapped around colour codes.
+    previous = None
+    while previous != text:
+        previous = text
+        text = _ANSI.sub("", text)
+    # Only then the residue of codes whose escape byte was lost, and stray
+    # escape bytes: removing residue first would orphan real escape bytes.
+    return _ANSI_RESIDUE.sub("", text).replace("\x1b", "").replace("\x9b", "")
+
+
+def _unwrap(text: str) -> str:
+    """Undo line wrapping and diff/pytest prefixes: drop the prefixes, then
+    every whitespace character, so an escape split across lines rejoins."""
+    return _WHITESPACE.sub("", _LINE_PREFIX.sub("", text))
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    try:
+        raw = text.encode("latin-1", "backslashreplace")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return codecs.decode(raw, "unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        # A malformed escape somewhere: read it with the backslashes dropped.
+        return text.replace("\\", "")
+
+
+def _json_string(text: str) -> str:
     try:
         value = json.loads(text)
     except ValueError:
-        value = None
-    if isinstance(value, str):
-        out.append(value)
-    return out
+        return text
+    return value if isinstance(value, str) else text
 
 
-def normalise(text: str, *, strip_markup: bool = True) -> str:
-    """The letters and digits of ``text``, case-folded, without quoting,
-    punctuation or whitespace; with ``strip_markup`` also without colour codes
-    and diff or pytest line prefixes."""
-    if strip_markup:
-        text = _ANSI.sub("", text)
-        text = _ANSI_RESIDUE.sub("", text)
-        text = _LINE_PREFIX.sub("", text)
-    text = unicodedata.normalize("NFKC", text).casefold()
+# Every way a reader could peel one layer off a fragment. Casefolding is a
+# layer too: an upper-cased escape (\\U0061, %2f) only decodes once lowered.
+_LAYERS: tuple[Callable[[str], str], ...] = (
+    _nfkc,
+    _strip_ansi,
+    _unwrap,
+    html.unescape,
+    unquote,
+    unquote_plus,
+    _unescape,
+    _json_string,
+    str.casefold,
+)
+
+
+def readings(text: str) -> set[str] | None:
+    """The fragment as a reader could decode it, up to a few layers deep, in
+    any order; None when there are too many readings to check them all."""
+    seen = {text}
+    frontier = [text]
+    for _ in range(_DECODE_DEPTH):
+        found = []
+        for item in frontier:
+            for layer in _LAYERS:
+                peeled = layer(item)
+                # Cleaning up colour codes and compatibility forms costs no
+                # depth: they wrap any layer and hide nothing of their own.
+                for reading in (peeled, _strip_ansi(_nfkc(peeled))):
+                    if reading not in seen:
+                        seen.add(reading)
+                        found.append(reading)
+                        if len(seen) > _MAX_READINGS:
+                            return None
+        if not found:
+            break
+        frontier = found
+    return seen
+
+
+def normalise(text: str) -> str:
+    """The letters and digits of ``text``, case-folded, without colour codes,
+    quoting, punctuation or whitespace."""
+    text = _strip_ansi(_nfkc(text)).casefold()
     return "".join(ch for ch in text if ch.isalnum())
 
 
@@ -96,30 +142,29 @@ class Redactor:
         windows: set[str] = set()
         short: set[str] = set()
         for secret in secrets:
-            for variant in _decodings(secret):
-                for flat in {
-                    normalise(variant),
-                    normalise(variant, strip_markup=False),
-                }:
-                    if len(flat) < MIN_SECRET:
-                        continue
-                    if len(flat) <= WINDOW:
-                        short.add(flat)
-                    else:
-                        windows.update(_slices(flat))
+            for variant in readings(secret) or {secret}:
+                flat = normalise(variant)
+                if len(flat) < MIN_SECRET:
+                    continue
+                if len(flat) <= WINDOW:
+                    short.add(flat)
+                else:
+                    windows.update(_slices(flat))
         return cls(frozenset(windows), tuple(sorted(short)))
 
     def leaks(self, fragment: str) -> bool:
+        """Whether ``fragment`` may reveal a hidden text; True when unsure."""
         if not (self.windows or self.short) or not fragment:
             return False
-        # A fragment is read both with and without markup stripping, since a
-        # line that happens to start with "E " may be secret text, not a prefix.
-        for variant in _decodings(fragment):
-            for flat in {normalise(variant), normalise(variant, strip_markup=False)}:
-                if any(needle in flat for needle in self.short):
-                    return True
-                if self.windows and not self.windows.isdisjoint(_slices(flat)):
-                    return True
+        variants = readings(fragment)
+        if variants is None:
+            return True
+        for variant in variants:
+            flat = normalise(variant)
+            if any(needle in flat for needle in self.short):
+                return True
+            if self.windows and not self.windows.isdisjoint(_slices(flat)):
+                return True
         return False
 
     def redact(self, fragment: str) -> str:
