@@ -109,7 +109,7 @@ def _field_name(loc: tuple[Any, ...] | list[Any]) -> str:
 @api.exception_handler(NinjaValidationError)
 def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
     """400 naming each bad field, not ninja's default 422."""
-    fields: dict[str, str] = Field(default_factory=dict)
+    fields: dict[str, str] = {}
     for error in exc.errors:
         fields.setdefault(_field_name(error.get("loc", ())), str(error.get("msg", "invalid")))
     return api.create_response(request, {"error": "invalid", "fields": fields}, status=400)
