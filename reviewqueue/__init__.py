@@ -1,5 +1,5 @@
-"""reviewqueue: a human-review queue for AI agent loops."""
+"""reviewqueue: a human-review queue for AI agent loops.
 
-from .celery import app as celery_app
-
-__all__ = ["celery_app"]
+Deliberately empty: importing ``reviewqueue.policy`` (from the simulation)
+must not pull in Django or Celery. The Celery app is loaded by the app config.
+"""

@@ -351,6 +351,7 @@ class LoopRun(models.Model):
     task_kind = models.CharField(max_length=20, blank=True)
     task = models.JSONField(help_text="the task as submitted")
     agent = models.CharField(max_length=50, default="scripted")
+    agent_options = models.JSONField(default=dict, blank=True)
     outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.RUNNING)
     stop_reason = models.CharField(max_length=32, blank=True)
     attempts = models.PositiveIntegerField(default=0)
@@ -362,7 +363,11 @@ class LoopRun(models.Model):
     item = models.ForeignKey(ReviewItem, null=True, blank=True, on_delete=models.SET_NULL)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(default=timezone.now, help_text="last start or resubmission")
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["outcome", "updated_at"], name="looprun_outcome_updated")]
 
     def __str__(self) -> str:
         return f"{self.run_id} ({self.outcome})"

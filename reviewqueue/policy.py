@@ -146,6 +146,14 @@ class TunerConfig:
         return max(self.min_steps, min(self.max_steps, steps))
 
 
+def counts_for_tuner(*, sampled: bool, draft: bool) -> bool:
+    """Whether a verdict feeds the step-limit tuner. Only full loops cut off at
+    the step limit say anything about that limit: a sampled auto-pass audits
+    the red line, and a draft ran one attempt whatever the limit was (counting
+    drafts would drive the limit to its floor whenever the queue is busy)."""
+    return not sampled and not draft
+
+
 def approve_rate(verdicts: Sequence[bool], window: int) -> float | None:
     """Share of approvals in the last ``window`` verdicts; None until the window is full."""
     recent = verdicts[-window:] if window else []

@@ -429,7 +429,9 @@ def decide(
                     decision=Verdict.Decision.APPROVE if approve else Verdict.Decision.REJECT,
                     reason_label="" if approve else reason_label,
                     note=note_text,
-                    counts_for_tuner=item.label == ReviewItem.Label.UNVERIFIED,
+                    counts_for_tuner=policy.counts_for_tuner(
+                        sampled=item.label == ReviewItem.Label.SAMPLED, draft=item.draft
+                    ),
                     created_at=now,
                 )
         except IntegrityError:

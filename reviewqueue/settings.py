@@ -191,7 +191,7 @@ RATELIMIT_ENABLE = envbool("RATELIMIT_ENABLE", True)
 
 # Celery: Redis at scale, an embedded SQLite broker on a fresh machine.
 _embedded_broker = f"sqla+sqlite:///{VAR_DIR / 'celery-broker.sqlite3'}"
-CELERY_BROKER_URL = REDIS_URL or _embedded_broker
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or _embedded_broker
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -204,15 +204,20 @@ CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 300)
 CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 360)
 # Redis redelivers an unacknowledged task after this long; it must exceed the
 # longest task (hard limit) or a slow loop would run twice at once.
-CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 600),
-    "polling_interval": 0.5,
-}
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 600)}
+    if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
+    else {}  # the SQLAlchemy transport hands its options to create_engine()
+)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE = {
     "sample-queue-depth": {"task": "reviewqueue.tasks.sample_depth", "schedule": timedelta(seconds=10)},
+    "resubmit-stale-runs": {"task": "reviewqueue.tasks.resubmit_stale_runs", "schedule": timedelta(seconds=60)},
 }
+# A run still "running" this long after its last start lost its message
+# (e.g. the embedded broker's worker was killed outright); it is sent again.
+REVIEWQUEUE_STALE_RUN_SECONDS = envint("REVIEWQUEUE_STALE_RUN_SECONDS", 900)
 
 # Agent output bigger than this is stored cut, with a visible marker.
 REVIEWQUEUE_MAX_OUTPUT_CHARS = envint("REVIEWQUEUE_MAX_OUTPUT_CHARS", 500_000)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
@@ -31,7 +32,13 @@ def submit_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", a
     with transaction.atomic():
         run, created = LoopRun.objects.get_or_create(
             run_id=run_id,
-            defaults={"task_id": parsed.id, "task_kind": str(parsed.kind), "task": parsed.to_dict(), "agent": agent},
+            defaults={
+                "task_id": parsed.id,
+                "task_kind": str(parsed.kind),
+                "task": parsed.to_dict(),
+                "agent": agent,
+                "agent_options": agent_options or {},
+            },
         )
         if created:
             transaction.on_commit(
@@ -67,11 +74,17 @@ def run_loop(
     parsed = Task.from_dict(task)
     run, _ = LoopRun.objects.get_or_create(
         run_id=run_id,
-        defaults={"task_id": parsed.id, "task_kind": str(parsed.kind), "task": parsed.to_dict(), "agent": agent},
+        defaults={
+            "task_id": parsed.id,
+            "task_kind": str(parsed.kind),
+            "task": parsed.to_dict(),
+            "agent": agent,
+            "agent_options": agent_options or {},
+        },
     )
     if run.outcome != LoopRun.Outcome.RUNNING:
         return run.outcome
-    LoopRun.objects.filter(pk=run.pk).update(deliveries=F("deliveries") + 1)
+    LoopRun.objects.filter(pk=run.pk).update(deliveries=F("deliveries") + 1, updated_at=timezone.now())
 
     queue = QueuePolicy.current()
     draft = policy.loop_runs_draft(policy.Mode(queue.mode))
@@ -128,6 +141,23 @@ def run_loop(
                "attempts": result.attempts, "draft": result.draft},
     )
     return outcome
+
+
+@shared_task(name="reviewqueue.tasks.resubmit_stale_runs")
+def resubmit_stale_runs() -> int:
+    """Send again every run that has been "running" for longer than any task
+    may take: its message was lost with a killed worker. Safe to repeat:
+    run_loop is idempotent on the run id."""
+    from django.conf import settings
+
+    cutoff = timezone.now() - timedelta(seconds=settings.REVIEWQUEUE_STALE_RUN_SECONDS)
+    stale = list(LoopRun.objects.filter(outcome=LoopRun.Outcome.RUNNING, updated_at__lt=cutoff)[:500])
+    for run in stale:
+        LoopRun.objects.filter(pk=run.pk).update(updated_at=timezone.now())
+        run_loop.delay(task=run.task, run_id=run.run_id, agent=run.agent, agent_options=run.agent_options)
+    if stale:
+        log.warning("resubmitted stale loop runs", extra={"count": len(stale)})
+    return len(stale)
 
 
 def _earlier_outcome(item: ReviewItem) -> str:

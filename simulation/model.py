@@ -23,6 +23,7 @@ from reviewqueue.policy import (
     loop_runs_draft,
     next_mode,
     plan_admission,
+    counts_for_tuner,
     tune_step_limit,
 )
 from simulation.scenario import Scenario
@@ -61,10 +62,11 @@ class RunResult:
 
 
 class _Item:
-    __slots__ = ("alive", "approve_prob", "arrived", "priority", "seq")
+    __slots__ = ("alive", "approve_prob", "arrived", "draft", "priority", "seq")
 
-    def __init__(self, seq: int, arrived: float, priority: int, approve_prob: float) -> None:
+    def __init__(self, seq: int, arrived: float, priority: int, approve_prob: float, draft: bool = False) -> None:
         self.seq = seq
+        self.draft = draft
         self.arrived = arrived
         self.priority = priority
         self.approve_prob = approve_prob
@@ -125,7 +127,7 @@ class _Queue:
             else:
                 approve = sc.easy_cutoff_approve if easy else sc.hard_cutoff_approve
         priority = bisect.bisect(self.priority_cdf, rng.random())
-        return _Item(next(self.seq), now, priority, approve)
+        return _Item(next(self.seq), now, priority, approve, draft)
 
     # -- the queue ---------------------------------------------------------------
     def offer(self, now: float, item: _Item) -> None:
@@ -191,7 +193,8 @@ class _Queue:
     def finish(self, now: float, item: _Item) -> None:
         r = self.r
         approved = self.rng.random() < item.approve_prob
-        self.verdicts.append(approved)
+        if counts_for_tuner(sampled=False, draft=item.draft):
+            self.verdicts.append(approved)
         self.waits.append(now - item.arrived)
         r.reviewed += 1
         r.approved += approved

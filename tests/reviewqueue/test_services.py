@@ -367,3 +367,11 @@ def test_it_refuses_an_invalid_policy_and_changes_nothing(operator: Any) -> None
         services.policy_update(user=operator, changes={"step_limit": 20})
     assert "step_limit" in err.value.message_dict
     assert QueuePolicy.current().low_watermark == 0.3
+
+
+def test_it_ignores_draft_verdicts_when_tuning(admit_item: Any, reviewer: Any) -> None:
+    for _ in range(10):
+        admit_item(draft=True, cutoff_reason="draft", attempt_count=1)
+        item = services.claim(reviewer=reviewer)
+        services.decide(item_id=item.pk, reviewer=reviewer, approve=False, reason_label="unclear")
+    assert QueuePolicy.current().step_limit == 5
