@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from loops.cutoff import cutoff_summary, strip_thinking
+from loops.runner import LoopResult
+
+
+def test_it_strips_closed_unclosed_and_upstream_opened_thinking() -> None:
+    assert strip_thinking("<think>plan\nmore</think>\nanswer") == "answer"
+    assert strip_thinking("a <THINKING>x</thinking> b") == "a  b"
+    assert strip_thinking("answer <think>never closed") == "answer"
+    assert strip_thinking("opened upstream</think> answer") == "answer"
+    assert strip_thinking("no thinking here") == "no thinking here"
+
+
+def test_it_sends_only_the_reviewers_fields_to_the_queue() -> None:
+    result = LoopResult(
+        task_id="t",
+        converged=False,
+        stop_reason="stuck",
+        attempts=3,
+        tokens=900,
+        final_output="out",
+        last_error="AssertionError at check_2 (attempt 3)",
+        failure_classes=("AssertionError",) * 3,
+        scores=(0.1,),
+    )
+    summary = cutoff_summary(result)
+    assert summary == {
+        "task_id": "t",
+        "final_output": "out",
+        "last_error": "AssertionError at check_2 (attempt 3)",
+        "attempts": 3,
+        "cutoff_reason": "stuck",
+        "draft": False,
+    }
