@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from reviewqueue import services
+from reviewqueue.forms import csv_safe
+from reviewqueue.models import ApiToken, Verdict
+from reviewqueue.views.api import hash_token
+
+pytestmark = pytest.mark.django_db
+
+
+def _decide(reviewer: Any, *, approve: bool, note: str = "", now: Any = None) -> Verdict:
+    item = services.claim(reviewer=reviewer, now=now)
+    assert item is not None
+    return services.decide(
+        item_id=item.pk,
+        reviewer=reviewer,
+        approve=approve,
+        reason_label="" if approve else "logic_error",
+        note=note,
+        now=now,
+    )
+
+
+def _body(response: Any) -> str:
+    return b"".join(response.streaming_content).decode()
+
+
+def test_it_streams_verdicts_as_csv(client: Any, operator: Any, reviewer: Any, admit_item: Any) -> None:
+    admit_item()
+    admit_item()
+    _decide(reviewer, approve=True)
+    _decide(reviewer, approve=False)
+    client.force_login(operator)
+    response = client.get(reverse("ops:export_download"), {"format": "csv"})
+    assert response.status_code == 200
+    assert response.streaming
+    assert "attachment" in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(_body(response))))
+    assert [r["decision"] for r in rows] == ["approve", "reject"]
+    assert rows[1]["reason_label"] == "logic_error"
+    assert rows[0]["reviewer"] == "rita"
+
+
+def test_it_escapes_formula_cells_in_csv(client: Any, operator: Any, reviewer: Any, admit_item: Any) -> None:
+    admit_item(task_id='=HYPERLINK("http://evil")')
+    _decide(reviewer, approve=False, note="+cmd|' /C calc'!A0")
+    client.force_login(operator)
+    rows = list(csv.DictReader(io.StringIO(_body(client.get(reverse("ops:export_download"), {"format": "csv"})))))
+    assert rows[0]["task_id"].startswith("'=")
+    assert rows[0]["note"].startswith("'+")
+
+
+@pytest.mark.parametrize("value", ["=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx"])
+def test_it_neutralises_each_formula_trigger(value: str) -> None:
+    assert csv_safe(value) == "'" + value
+
+
+def test_it_leaves_ordinary_text_and_numbers_alone() -> None:
+    assert csv_safe("fine = ok") == "fine = ok"
+    assert csv_safe(-3) == -3
+
+
+def test_it_exports_jsonl_filtered_by_reviewer_and_time(
+    client: Any, operator: Any, reviewer: Any, make_user: Any, admit_item: Any
+) -> None:
+    other = make_user("rob", "reviewer")
+    old = timezone.now() - timedelta(days=3)
+    admit_item(now=old)
+    _decide(reviewer, approve=True, now=old + timedelta(seconds=5))
+    admit_item()
+    admit_item()
+    _decide(reviewer, approve=False)
+    _decide(other, approve=True)
+    client.force_login(operator)
+    since = (timezone.now() - timedelta(days=1)).isoformat()
+    response = client.get(reverse("ops:export_download"), {"format": "jsonl", "reviewer": "rita", "since": since})
+    lines = [json.loads(line) for line in _body(response).splitlines()]
+    assert [(row["reviewer"], row["decision"]) for row in lines] == [("rita", "reject")]
+
+
+def test_it_filters_by_label(client: Any, operator: Any, reviewer: Any, admit_item: Any) -> None:
+    admit_item(label="sampled", cutoff_reason="sampled")
+    admit_item()
+    _decide(reviewer, approve=True)
+    _decide(reviewer, approve=True)
+    client.force_login(operator)
+    body = _body(client.get(reverse("ops:export_download"), {"format": "jsonl", "label": "sampled"}))
+    assert [json.loads(line)["label"] for line in body.splitlines()] == ["sampled"]
+
+
+def test_it_names_a_bad_filter(client: Any, operator: Any) -> None:
+    client.force_login(operator)
+    response = client.get(reverse("ops:export_download"), {"format": "csv", "reviewer": "nobody"})
+    assert response.status_code == 400
+    assert "nobody" in response.content.decode()
+
+
+def test_it_refuses_the_export_to_a_reviewer(client: Any, reviewer: Any) -> None:
+    client.force_login(reviewer)
+    assert client.get(reverse("ops:export_download"), {"format": "csv"}).status_code == 403
+
+
+def test_it_exports_from_the_command_line(tmp_path: Any, reviewer: Any, admit_item: Any) -> None:
+    admit_item()
+    _decide(reviewer, approve=True)
+    target = tmp_path / "out.jsonl"
+    call_command("export_verdicts", "--format", "jsonl", "--output", str(target), "--no-progress", stderr=io.StringIO())
+    rows = [json.loads(line) for line in target.read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["decision"] == "approve"
+
+
+def test_it_writes_csv_to_stdout_from_the_command_line(reviewer: Any, admit_item: Any) -> None:
+    admit_item()
+    _decide(reviewer, approve=False, note="=danger")
+    out = io.StringIO()
+    call_command("export_verdicts", "--no-progress", stdout=out, stderr=io.StringIO())
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert rows[0]["note"] == "'=danger"
+
+
+def test_it_creates_a_token_from_the_command_line(db: None) -> None:
+    out = io.StringIO()
+    call_command("create_api_token", "ci-producer", "--metrics", stdout=out, stderr=io.StringIO())
+    plain = out.getvalue().strip()
+    token = ApiToken.objects.get(name="ci-producer")
+    assert token.token_hash == hash_token(plain)
+    assert token.can_read_metrics is True
