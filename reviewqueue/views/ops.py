@@ -48,6 +48,7 @@ class Line:
     css: str = "series-a"
     step: bool = False
     points: str = ""
+    last: tuple[float, float] | None = None
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Chart:
     y_ticks: list[tuple[float, str]] = field(default_factory=list)
     x_ticks: list[tuple[float, str]] = field(default_factory=list)
     empty: bool = False
+    x_domain: tuple[float, float] | None = None
 
 
 def _nice_max(value: float) -> float:
@@ -93,7 +95,7 @@ def build_chart(chart: Chart, *, x_tick_format: Any = None) -> Chart:
     if not xs:
         chart.empty = True
         return chart
-    x0, x1 = min(xs), max(xs)
+    x0, x1 = chart.x_domain or (min(xs), max(xs))
     if x1 == x0:
         x1 = x0 + 1
     y_top = _nice_max(max(ys) * 1.05 if ys else 1)
@@ -115,6 +117,8 @@ def build_chart(chart: Chart, *, x_tick_format: Any = None) -> Chart:
             pts.append(f"{px(x)},{py(y)}")
             prev_y = y
         line.points = " ".join(pts)
+        if line.xs:
+            line.last = (px(line.xs[-1]), py(line.ys[-1]))
     for mark in chart.hlines:
         mark.py = py(mark.y)
     chart.y_ticks = [(py(y_top * i / 4), f"{y_top * i / 4:g}") for i in range(5)]
@@ -148,6 +152,8 @@ def ratio_rule(ratio: float | None) -> tuple[str, str]:
     """DESIGN.md rule 9 in words, with a css class for its tone."""
     if ratio is None:
         return "no flow measured", "muted"
+    if math.isinf(ratio):
+        return "items arrive and none are decided: review is not keeping up", "bad"
     if ratio <= 1:
         return "≤ 1: review keeps up, the queue is stable", "ok"
     if ratio < 2:
@@ -161,9 +167,6 @@ def depth_chart(queue: QueuePolicy, now: datetime) -> Chart:
     samples = stats.depth_samples(now=now)
     xs = [(s.created_at - now).total_seconds() / 60 for s in samples] + [0.0]
     ys = [float(s.depth) for s in samples] + [float(services.queue_depth())]
-    if len(xs) == 1:
-        xs.insert(0, -1.0)
-        ys.insert(0, ys[0])
     chart = Chart(
         title="Queue depth, last hour",
         lines=[Line("depth", xs, ys, "series-a")],
@@ -173,6 +176,7 @@ def depth_chart(queue: QueuePolicy, now: datetime) -> Chart:
             HLine(f"low {queue.low_watermark:.0%}", queue.capacity * queue.low_watermark, "mark-low"),
         ],
         x_label="minutes ago",
+        x_domain=(-stats.DEPTH_WINDOW.total_seconds() / 60, 0.0),
     )
     return build_chart(chart, x_tick_format=lambda v: f"{v:.0f}")
 
