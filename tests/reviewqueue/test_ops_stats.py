@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from reviewqueue import services, stats
+from reviewqueue.models import DepthSample, ModeChange, QueuePolicy
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_reads_a_bounded_number_of_depth_samples(db: None) -> None:
+    now = timezone.now()
+    DepthSample.objects.bulk_create(
+        DepthSample(
+            created_at=now - timedelta(seconds=5 * i),
+            depth=i,
+            pending=i,
+            claimed=0,
+            mode="normal",
+            capacity=50,
+            step_limit=5,
+        )
+        for i in range(stats.MAX_DEPTH_POINTS + 200)
+    )
+    rows = stats.depth_samples(now=now)
+    assert len(rows) == stats.MAX_DEPTH_POINTS
+    assert rows[-1].depth == 0
+    assert rows[0].created_at < rows[-1].created_at
+
+
+def test_it_splits_time_between_modes(db: None) -> None:
+    now = timezone.now()
+    QueuePolicy.objects.filter(pk=QueuePolicy.current().pk).update(mode="normal")
+    ModeChange.objects.create(previous="normal", mode="draft", depth=40, created_at=now - timedelta(minutes=30))
+    ModeChange.objects.create(previous="draft", mode="normal", depth=15, created_at=now - timedelta(minutes=10))
+    spent = stats.mode_durations(timedelta(hours=1), now=now)
+    assert spent["draft"] == pytest.approx(20 * 60)
+    assert spent["normal"] == pytest.approx(40 * 60)
+    assert spent["shedding"] == 0
+
+
+def test_it_measures_rates_and_their_ratio(reviewer: Any, admit_item: Any) -> None:
+    for _ in range(4):
+        admit_item()
+    for _ in range(2):
+        item = services.claim(reviewer=reviewer)
+        services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+    flow = stats.rates(timedelta(minutes=2))
+    assert (flow.arrivals, flow.decisions, flow.reviewers) == (4, 2, 1)
+    assert flow.ratio == 2.0
+    assert flow.arrivals_per_min == 2.0
+
+
+def test_it_reports_the_oldest_waiting_item(admit_item: Any) -> None:
+    now = timezone.now()
+    admit_item(now=now - timedelta(minutes=7))
+    admit_item(now=now)
+    assert stats.oldest_waiting_age(now=now) == pytest.approx(7 * 60)
+
+
+def test_it_gives_the_reject_share_of_audited_auto_passes(reviewer: Any, admit_item: Any) -> None:
+    for _ in range(4):
+        admit_item(label="sampled", cutoff_reason="sampled")
+    for approve in (False, True, True, True):
+        item = services.claim(reviewer=reviewer)
+        services.decide(item_id=item.pk, reviewer=reviewer, approve=approve, reason_label="" if approve else "unclear")
+    audit = stats.audit_reject_share()
+    assert (audit.rejected, audit.n, audit.share) == (1, 4, 0.25)
+    assert 0 < audit.low < 0.25 < audit.high < 1
+    assert stats.approve_rate().n == 0  # audits of auto-passes do not tune
