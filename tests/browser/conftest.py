@@ -37,6 +37,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _plain_http_live_server() -> None:
+    # The live server builds its middleware once, when the session starts it,
+    # before the per-test settings override runs: without this the security
+    # middleware would redirect the browser to HTTPS the server cannot speak.
+    from django.conf import settings
+
+    settings.SECURE_SSL_REDIRECT = False
+    settings.SESSION_COOKIE_SECURE = False
+    settings.CSRF_COOKIE_SECURE = False
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
