@@ -9,7 +9,6 @@
 
   var lastActivity = Date.now();
   var leaseDeadline = null;
-  var armed = null; // "approve" | "reject" | null: the choice Enter submits
 
   function $(selector) {
     return document.querySelector(selector);
@@ -31,8 +30,14 @@
     if (reasons) reasons.classList.toggle("needs-label", Boolean(text));
   }
 
+  // The armed choice lives on the buttons themselves, so a swapped-in card
+  // starts unarmed without any reset racing the next keypress.
+  function armedChoice() {
+    var button = $("#decide-form button.armed");
+    return button ? button.value : null;
+  }
+
   function arm(choice) {
-    armed = choice;
     var approve = document.getElementById("approve-button");
     var reject = document.getElementById("reject-button");
     if (!approve || !reject) return;
@@ -59,6 +64,7 @@
 
   // Returns true when something was submitted, so Enter's default is held back.
   function submitArmed() {
+    var armed = armedChoice();
     if (armed === "approve") {
       document.getElementById("approve-button").click();
       return true;
@@ -204,7 +210,6 @@
   }
 
   function onCardSwapped() {
-    armed = null;
     startLeaseClock();
     restoreNote();
     var title = document.getElementById("card-title");
@@ -219,14 +224,20 @@
     }
   }
 
+  // A timed-out session: htmx followed the redirect to the sign-in page.
+  function landedOnLogin(xhr) {
+    var layout = document.getElementById("review");
+    if (!layout || !xhr || !xhr.responseURL) return false;
+    return pathOf(xhr.responseURL) === pathOf(layout.getAttribute("data-login-url"));
+  }
+
   function onBeforeSwap(event) {
     var layout = document.getElementById("review");
     var xhr = event.detail.xhr;
     if (!layout || !xhr) return;
-    // A timed-out session: htmx followed the redirect to the sign-in page and
-    // would swap it into the card. Go there for real and come back afterwards.
-    var loginPath = pathOf(layout.getAttribute("data-login-url"));
-    if (xhr.responseURL && pathOf(xhr.responseURL) === loginPath) {
+    // Rather than swapping the sign-in page into the card, go there for real
+    // and come back to this page afterwards.
+    if (landedOnLogin(xhr)) {
       event.detail.shouldSwap = false;
       saveNote();
       var next = encodeURIComponent(layout.getAttribute("data-page-url"));
@@ -249,7 +260,7 @@
     if (event.target.closest && event.target.closest("[data-shortcuts]")) toggleShortcuts();
   });
   document.addEventListener("htmx:beforeSwap", onBeforeSwap);
-  document.addEventListener("htmx:afterSettle", function (event) {
+  document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail && event.detail.target;
     if (target && (target.id === "card" || target.id === "lease")) {
       if (target.id === "card") onCardSwapped();
@@ -265,7 +276,7 @@
   });
   document.addEventListener("htmx:afterRequest", function (event) {
     var elt = event.detail.elt;
-    if (elt && elt.id === "decide-form" && event.detail.successful) {
+    if (elt && elt.id === "decide-form" && event.detail.successful && !landedOnLogin(event.detail.xhr)) {
       var id = elt.getAttribute("action").match(/(\d+)\/decide/);
       if (id) sessionStorage.removeItem(NOTE_KEY + id[1]);
     }
