@@ -52,7 +52,7 @@ def looks_like_code(text: str) -> bool:
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return False
-    if any(pattern.search(text) for _, pattern in SIGNATURES):
+    if _is_json(text) or any(pattern.search(text) for _, pattern in SIGNATURES):
         return True
     codey = sum(1 for line in lines if line.startswith(("    ", "\t")) or line.rstrip().endswith(CODE_LINE_ENDINGS))
     return len(lines) >= 2 and codey / len(lines) >= 0.6

@@ -65,12 +65,15 @@ def _context_panel(user: AbstractBaseUser) -> dict[str, object]:
         for v in recent
         if v.item.claimed_at is not None and v.created_at >= v.item.claimed_at
     ]
+    median = statistics.median(spans) if spans else None
     return {
         "waiting": services.queue_depth(),
         "mode": QueuePolicy.current().mode,
         "recent": recent[:RECENT_VERDICTS],
         "last_hour": Verdict.objects.filter(reviewer=user, created_at__gte=now - timedelta(hours=1)).count(),
-        "median_seconds": statistics.median(spans) if spans else None,
+        "median_seconds": median,
+        # Sub-second spans come from scripts, not people; no pace claimed from them.
+        "pace_per_hour": round(3600 / median) if median and median >= 1 else None,
         "undo_seconds": settings.REVIEWQUEUE_UNDO_SECONDS,
     }
 

@@ -284,11 +284,13 @@ def test_it_shows_the_reviewers_pace_and_recent_verdicts(rita_client, reviewer, 
     items = [admit_item().item for _ in range(3)]
     for item in items:
         claim_for(reviewer)
+        ReviewItem.objects.filter(pk=item.pk).update(claimed_at=timezone.now() - timedelta(seconds=30))
         services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
     body = rita_client.get(reverse("review:queue")).content.decode()
     assert "<strong>3</strong> verdicts in the last hour" in body
     assert f"#{items[-1].pk}" in body
     assert "median <strong>–</strong>" not in body
+    assert "about <strong>120</strong> an hour at that pace" in body
 
 
 def test_it_shows_a_banner_in_draft_mode(rita_client, db):
