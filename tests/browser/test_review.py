@@ -269,3 +269,30 @@ def test_it_works_as_plain_forms_without_javascript(new_context, login, make_use
     page.click("#reject-button")
     page.wait_for_selector("text=Rejected (hallucination)")
     assert Verdict.objects.get(item=item).reason_label == "hallucination"
+
+
+def test_it_renews_the_lease_only_while_the_reviewer_is_active(page, login, make_user, admit_item):
+    make_user("rita", "reviewer")
+    item = admit_item().item
+    renewals: list[str] = []
+    page.on("request", lambda r: renewals.append(r.url) if "/renew/" in r.url else None)
+    page.clock.install()
+    login(page, "rita")
+    start(page)
+    first_expiry = ReviewItem.objects.get(pk=item.pk).lease_expires_at
+
+    # Active a moment ago: the next two minute-ticks renew, later ones do not.
+    for _ in range(2):
+        with page.expect_response("**/renew/"):
+            page.clock.run_for(60_000)
+        page.clock.run_for(100)  # lets htmx settle the swapped-in lease
+    for _ in range(3):
+        page.clock.run_for(60_000)
+    page.evaluate("1")  # one round trip, so any request sent by now has been reported
+    assert len(renewals) == 2
+    assert ReviewItem.objects.get(pk=item.pk).lease_expires_at > first_expiry
+
+    page.keyboard.press("Escape")  # any key counts as activity again
+    with page.expect_response("**/renew/"):
+        page.clock.run_for(60_000)
+    assert len(renewals) == 3
