@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""The two set-up commands, for a fresh clone with only Python 3.11:
+
+    python3 dev.py demo     # web + Celery worker + loops filling the queue
+    python3 dev.py test     # the test suite (extra args go to pytest)
+
+Both create ./.venv and install the pinned dependencies on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PY = VENV / "bin" / "python"
+CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
+
+
+def sh(*args: str | Path, env: dict[str, str] | None = None) -> None:
+    subprocess.run([str(a) for a in args], check=True, cwd=ROOT, env=env)
+
+
+def ensure_venv() -> None:
+    """Create the virtualenv and install the project; repeat only when pyproject.toml changed."""
+    stamp = VENV / ".installed"
+    pyproject = (ROOT / "pyproject.toml").read_bytes()
+    if stamp.exists() and stamp.read_bytes() == pyproject:
+        return
+    if sys.version_info[:2] != (3, 11):
+        sys.exit(f"reviewqueue needs Python 3.11 (Django 5.2 LTS); this is {sys.version.split()[0]}")
+    if not PY.exists():
+        print("creating .venv ...", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    print("installing pinned dependencies into .venv (first run only) ...", flush=True)
+    sh(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    sh(PY, "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    stamp.write_bytes(pyproject)
+
+
+def ensure_chromium() -> None:
+    if CHROMIUM.exists():
+        return
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        print("installing Debian's chromium for the browser tests ...", flush=True)
+        sh("apt-get", "update", "-qq")
+        sh("apt-get", "install", "-y", "-qq", "chromium", env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        return
+    sys.exit(
+        f"browser tests need Chromium at {CHROMIUM}: install it (apt-get install chromium) "
+        "or run the fast suite: python3 dev.py test -m 'not browser'"
+    )
+
+
+def test(args: list[str]) -> int:
+    ensure_venv()
+    if "not browser" not in " ".join(args):
+        ensure_chromium()
+    return subprocess.call([str(PY), "-m", "pytest", *args], cwd=ROOT)
+
+
+def demo_logins() -> dict[str, str]:
+    """Random passwords made once per checkout (kept in var/, never committed)."""
+    path = ROOT / "var" / "demo_logins.json"
+    path.parent.mkdir(exist_ok=True)
+    if not path.exists():
+        path.write_text(json.dumps({"reviewer": secrets.token_urlsafe(9), "operator": secrets.token_urlsafe(9)}))
+        path.chmod(0o600)
+    return json.loads(path.read_text())
+
+
+def demo(port: int = 8000) -> int:
+    ensure_venv()
+    env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "1"), "PYTHONUNBUFFERED": "1"}
+    manage = [str(PY), "manage.py"]
+    sh(*manage, "migrate", "--no-input", "-v", "0", env=env)
+    logins = demo_logins()
+    sh(*manage, "setup_roles", "--user", "reviewer", "--role", "reviewer", "--password", logins["reviewer"], env=env)
+    sh(*manage, "setup_roles", "--user", "operator", "--role", "operator", "--password", logins["operator"],
+       "--staff", env=env)
+    procs = [
+        subprocess.Popen([str(PY), "-m", "celery", "-A", "reviewqueue.celery", "worker", "-B", "--concurrency=2",
+                          "--loglevel=WARNING", "-s", str(ROOT / "var" / "celerybeat-schedule")], cwd=ROOT, env=env),
+        subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT, env=env),
+        subprocess.Popen([*manage, "submit_suite", "--repeat", "0", "--interval", "20", "--batch", "2"],
+                         cwd=ROOT, env=env),
+    ]
+    time.sleep(3)
+    print(
+        "\n"
+        "  reviewqueue demo is running\n"
+        f"  open       http://127.0.0.1:{port}/\n"
+        f"  reviewer   reviewer / {logins['reviewer']}   (review page: keys a r 1-5 Enter s u ?)\n"
+        f"  operator   operator / {logins['operator']}   (dashboard, what-if, policy, admin)\n"
+        "  loops of the built-in suite are filling the queue; Ctrl-C stops everything\n",
+        flush=True,
+    )
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"demo", "test", "setup"}:
+        print(__doc__)
+        return 2
+    if argv[0] == "demo":
+        return demo(int(os.environ.get("PORT", "8000")))
+    if argv[0] == "setup":
+        ensure_venv()
+        return 0
+    return test(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
