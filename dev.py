@@ -85,14 +85,40 @@ def demo(port: int = 8000) -> int:
     sh(*manage, "migrate", "--no-input", "-v", "0", env=env)
     logins = demo_logins()
     sh(*manage, "setup_roles", "--user", "reviewer", "--role", "reviewer", "--password", logins["reviewer"], env=env)
-    sh(*manage, "setup_roles", "--user", "operator", "--role", "operator", "--password", logins["operator"],
-       "--staff", env=env)
+    sh(
+        *manage,
+        "setup_roles",
+        "--user",
+        "operator",
+        "--role",
+        "operator",
+        "--password",
+        logins["operator"],
+        "--staff",
+        env=env,
+    )
     procs = [
-        subprocess.Popen([str(PY), "-m", "celery", "-A", "reviewqueue.celery", "worker", "-B", "--concurrency=2",
-                          "--loglevel=WARNING", "-s", str(ROOT / "var" / "celerybeat-schedule")], cwd=ROOT, env=env),
+        subprocess.Popen(
+            [
+                str(PY),
+                "-m",
+                "celery",
+                "-A",
+                "reviewqueue.celery",
+                "worker",
+                "-B",
+                "--concurrency=2",
+                "--loglevel=WARNING",
+                "-s",
+                str(ROOT / "var" / "celerybeat-schedule"),
+            ],
+            cwd=ROOT,
+            env=env,
+        ),
         subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT, env=env),
-        subprocess.Popen([*manage, "submit_suite", "--repeat", "0", "--interval", "20", "--batch", "2"],
-                         cwd=ROOT, env=env),
+        subprocess.Popen(
+            [*manage, "submit_suite", "--repeat", "0", "--interval", "20", "--batch", "2"], cwd=ROOT, env=env
+        ),
     ]
     time.sleep(3)
     print(

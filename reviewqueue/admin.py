@@ -5,7 +5,17 @@ from . import models
 
 @admin.register(models.ReviewItem)
 class ReviewItemAdmin(admin.ModelAdmin):
-    list_display = ("id", "task_id", "status", "label", "draft", "priority", "cutoff_reason", "attempt_count", "created_at")
+    list_display = (
+        "id",
+        "task_id",
+        "status",
+        "label",
+        "draft",
+        "priority",
+        "cutoff_reason",
+        "attempt_count",
+        "created_at",
+    )
     list_filter = ("status", "label", "draft", "cutoff_reason", "task_kind")
     search_fields = ("task_id", "idempotency_key", "source_run_id", "task_description")
     readonly_fields = ("created_at", "updated_at", "claimed_at", "decided_at", "shed_at", "idempotency_key")
@@ -84,7 +94,17 @@ class DepthSampleAdmin(admin.ModelAdmin):
 
 @admin.register(models.LoopRun)
 class LoopRunAdmin(admin.ModelAdmin):
-    list_display = ("run_id", "task_id", "outcome", "stop_reason", "attempts", "draft", "sampled", "deliveries", "created_at")
+    list_display = (
+        "run_id",
+        "task_id",
+        "outcome",
+        "stop_reason",
+        "attempts",
+        "draft",
+        "sampled",
+        "deliveries",
+        "created_at",
+    )
     list_filter = ("outcome", "stop_reason", "draft", "sampled")
     search_fields = ("run_id", "task_id")
     raw_id_fields = ("item",)

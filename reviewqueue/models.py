@@ -175,9 +175,7 @@ class ReviewItem(models.Model):
         ]
         indexes = [
             # claim(): the next pending item by priority, then age.
-            models.Index(
-                fields=["-priority", "created_at"], name="pending_by_priority", condition=Q(status="pending")
-            ),
+            models.Index(fields=["-priority", "created_at"], name="pending_by_priority", condition=Q(status="pending")),
             # admit(): the shedding candidate, lowest priority, oldest first.
             models.Index(fields=["priority", "created_at"], name="pending_shed_order", condition=Q(status="pending")),
             # the lease sweep and depth counts.
@@ -207,7 +205,9 @@ class Verdict(models.Model):
         REJECT = "reject"
 
     item = models.OneToOneField(ReviewItem, on_delete=models.CASCADE, related_name="verdict")
-    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="verdicts")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="verdicts"
+    )
     decision = models.CharField(max_length=8, choices=Decision.choices)
     reason_label = models.CharField(max_length=20, choices=ReasonLabel.choices, blank=True)
     note = models.TextField(blank=True)
@@ -217,9 +217,7 @@ class Verdict(models.Model):
     class Meta:
         indexes = [models.Index(fields=["reviewer", "-created_at"], name="verdict_by_reviewer")]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(decision="approve") | ~Q(reason_label=""), name="reject_needs_label"
-            )
+            models.CheckConstraint(condition=Q(decision="approve") | ~Q(reason_label=""), name="reject_needs_label")
         ]
 
     def __str__(self) -> str:

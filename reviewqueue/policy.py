@@ -194,9 +194,7 @@ FILTER_GATES: Mapping[str, tuple[str, str]] = {
 }
 
 
-def proposed_filter_rules(
-    label_counts: Mapping[str, int], threshold: int, already: Iterable[str] = ()
-) -> list[str]:
+def proposed_filter_rules(label_counts: Mapping[str, int], threshold: int, already: Iterable[str] = ()) -> list[str]:
     """Labels seen more than ``threshold`` times that have a mechanical gate
     and no rule yet, in REASON_LABELS order."""
     have = set(already)

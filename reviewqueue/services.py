@@ -9,8 +9,10 @@ changes are serialised in every database.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -93,6 +95,22 @@ def clean_text(value: str | bytes | None, *, limit: int | None = None) -> tuple[
     return text, False
 
 
+def clean_json(value: Any) -> Any:
+    """A JSON-like value with every string (keys too) passed through clean_text:
+    PostgreSQL's jsonb refuses NUL and lone surrogates."""
+    if isinstance(value, str):
+        return clean_text(value)[0]
+    if isinstance(value, dict):
+        return {clean_text(str(k))[0]: clean_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(v) for v in value]
+    return value
+
+
+def _short(value: object, limit: int) -> str:
+    return clean_text(str(value))[0][:limit]
+
+
 # --- admit ---------------------------------------------------------------------
 
 
@@ -148,6 +166,8 @@ def admit(
     key = (idempotency_key or "").strip()
     if not key or len(key) > 200:
         raise InvalidInput("idempotency_key", "is required, at most 200 characters")
+    if not key.isprintable():
+        raise InvalidInput("idempotency_key", "must be printable text (no control characters)")
     if cutoff_reason not in CutoffReason.values:
         raise InvalidInput("cutoff_reason", f"must be one of {', '.join(CutoffReason.values)}")
     if label not in ReviewItem.Label.values:
@@ -172,8 +192,8 @@ def admit(
 
         item = ReviewItem(
             idempotency_key=key,
-            task_id=str(task_id)[:200],
-            task_kind=str(task_kind)[:20],
+            task_id=_short(task_id, 200),
+            task_kind=_short(task_kind, 20),
             task_description=description,
             final_output=output,
             output_truncated=truncated,
@@ -183,8 +203,8 @@ def admit(
             label=label,
             draft=draft,
             priority=priority,
-            source_run_id=str(source_run_id)[:200],
-            producer=str(producer)[:100],
+            source_run_id=_short(source_run_id, 200),
+            producer=_short(producer, 100),
             created_at=now,
         )
         failures = _run_filter_gates(output)
@@ -237,7 +257,12 @@ def admit(
         if shed_item is not None:
             log.warning(
                 "item shed at capacity",
-                extra={"item": shed_item.pk, "priority": shed_item.priority, "depth": depth, "incoming": outcome == "shed"},
+                extra={
+                    "item": shed_item.pk,
+                    "priority": shed_item.priority,
+                    "depth": depth,
+                    "incoming": outcome == "shed",
+                },
             )
         _set_mode(queue, plan.mode, plan.depth, now)
         return AdmitResult(outcome, item, queue.mode, shed_item=shed_item, depth=plan.depth)
@@ -269,17 +294,18 @@ def expire_leases(*, now: datetime | None = None) -> int:
 def current_claim(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem | None:
     now = now or timezone.now()
     return (
-        ReviewItem.objects.filter(
-            status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now
-        )
+        ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now)
         .order_by("claimed_at")
         .first()
     )
 
 
-def claim(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem | None:
+def claim(
+    *, reviewer: AbstractBaseUser, exclude: Collection[int] = (), now: datetime | None = None
+) -> ReviewItem | None:
     """The reviewer's next item under a lease: the one they already hold, else
-    the next pending item by priority then age. None when the queue is empty.
+    the next pending item by priority then age, passing over ``exclude`` (items
+    the reviewer skipped). None when nothing is left to claim.
 
     Two reviewers never get the same item: PostgreSQL skips rows another
     transaction has locked; elsewhere a conditional update decides the race.
@@ -292,6 +318,8 @@ def claim(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewI
     expire_leases(now=now)
     lease = timedelta(seconds=QueuePolicy.current().lease_seconds)
     pending = ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).order_by("-priority", "created_at", "pk")
+    if exclude:
+        pending = pending.exclude(pk__in=list(exclude))
     claimed_fields = {
         "status": ReviewItem.Status.CLAIMED,
         "lease_holder": reviewer,
@@ -494,7 +522,7 @@ def policy_update(*, user: AbstractBaseUser | None, changes: dict[str, object]) 
     Raises django.core.exceptions.ValidationError naming the fields."""
     unknown = set(changes) - set(QueuePolicy.EDITABLE_FIELDS)
     if unknown:
-        raise InvalidInput(sorted(unknown)[0], "is not a policy setting")
+        raise InvalidInput(min(unknown), "is not a policy setting")
     with transaction.atomic():
         queue = QueuePolicy.locked()
         before = queue.snapshot()

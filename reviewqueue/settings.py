@@ -143,7 +143,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise expects it, even before collectstatic
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -218,6 +219,10 @@ CELERY_BEAT_SCHEDULE = {
 # A run still "running" this long after its last start lost its message
 # (e.g. the embedded broker's worker was killed outright); it is sent again.
 REVIEWQUEUE_STALE_RUN_SECONDS = envint("REVIEWQUEUE_STALE_RUN_SECONDS", 900)
+
+# Request bodies up to this size are read (the API takes outputs of several MB;
+# anything larger is refused with 413 before it is parsed).
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 12 * 1024 * 1024)
 
 # Agent output bigger than this is stored cut, with a visible marker.
 REVIEWQUEUE_MAX_OUTPUT_CHARS = envint("REVIEWQUEUE_MAX_OUTPUT_CHARS", 500_000)

@@ -23,12 +23,14 @@ log = logging.getLogger(__name__)
 RETRYABLE = (OperationalError, InterfaceError)
 
 
-def submit_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agent_options: dict | None = None) -> LoopRun:
+def submit_loop(
+    *, task: dict[str, Any], run_id: str, agent: str = "scripted", agent_options: dict | None = None
+) -> LoopRun:
     """Record a loop run and enqueue it once the row is committed. Safe to
     repeat: a known run id returns the existing row and enqueues nothing."""
     from loops.tasks import Task
 
-    parsed = Task.from_dict(task)  # raises TaskError on a bad task, before anything is stored
+    parsed = Task.from_dict(services.clean_json(task))  # TaskError on a bad task, before anything is stored
     with transaction.atomic():
         run, created = LoopRun.objects.get_or_create(
             run_id=run_id,
@@ -56,9 +58,7 @@ def submit_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", a
     retry_backoff_max=60,
     max_retries=5,
 )
-def run_loop(
-    *, task: dict[str, Any], run_id: str, agent: str = "scripted", agent_options: dict | None = None
-) -> str:
+def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agent_options: dict | None = None) -> str:
     """Run one agent loop with the live step limit and mode, then record the
     outcome: converged -> auto-passed (grey tasks maybe sampled into the
     queue), cut off -> admit().
@@ -71,7 +71,7 @@ def run_loop(
     from loops.runner import LoopConfig, run_task
     from loops.tasks import Task, TaskKind
 
-    parsed = Task.from_dict(task)
+    parsed = Task.from_dict(services.clean_json(task))
     run, _ = LoopRun.objects.get_or_create(
         run_id=run_id,
         defaults={
@@ -137,8 +137,14 @@ def run_loop(
     )
     log.info(
         "loop finished",
-        extra={"run_id": run_id, "task": parsed.id, "outcome": outcome, "stop_reason": result.stop_reason,
-               "attempts": result.attempts, "draft": result.draft},
+        extra={
+            "run_id": run_id,
+            "task": parsed.id,
+            "outcome": outcome,
+            "stop_reason": result.stop_reason,
+            "attempts": result.attempts,
+            "draft": result.draft,
+        },
     )
     return outcome
 
@@ -169,7 +175,8 @@ def _earlier_outcome(item: ReviewItem) -> str:
     return LoopRun.Outcome.ENQUEUED
 
 
-try:  # the operators' periodic and what-if tasks
-    from .ops_tasks import *  # noqa: F403
-except ImportError:  # pragma: no cover - only while that module is absent
-    pass
+# The operators' periodic and what-if tasks live beside these; importing them
+# here registers them with the worker, which autodiscovers this module only.
+from .ops_tasks import run_simulation, sample_depth
+
+__all__ = ["resubmit_stale_runs", "run_loop", "run_simulation", "sample_depth", "submit_loop"]

@@ -20,10 +20,10 @@ import simpy
 from reviewqueue.policy import (
     Candidate,
     Mode,
+    counts_for_tuner,
     loop_runs_draft,
     next_mode,
     plan_admission,
-    counts_for_tuner,
     tune_step_limit,
 )
 from simulation.scenario import Scenario

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Literal
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -30,7 +31,7 @@ from ..models import ApiToken, CutoffReason, LoopRun, QueuePolicy, ReviewItem
 # Request bodies above this are refused with 413 before they are parsed. Outputs
 # longer than REVIEWQUEUE_MAX_OUTPUT_CHARS inside a smaller body are truncated
 # by admit() with a visible marker instead.
-API_MAX_BODY_BYTES = 12 * 1024 * 1024
+API_MAX_BODY_BYTES = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 TOKEN_PREFIX_LEN = 8
 # last_used_at is a hint, not an audit trail: write it at most once a minute per token.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -276,9 +277,8 @@ def _too_large() -> JsonResponse:
 
 
 def guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Token-auth views skip the login middleware, and the body is read here
-    under the API's own size limit (Django's default 2.5 MB limit would turn a
-    large but legal output into a 400)."""
+    """Token-auth views skip the login middleware; a body declared larger than
+    the limit is refused with a JSON 413 before anything reads it."""
 
     @functools.wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -289,11 +289,6 @@ def guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
                 return JsonResponse({"error": "invalid", "detail": "bad Content-Length"}, status=400)
             if declared > API_MAX_BODY_BYTES:
                 return _too_large()
-            body = request.read(API_MAX_BODY_BYTES + 1)
-            if len(body) > API_MAX_BODY_BYTES:
-                return _too_large()
-            # HttpRequest.body returns this cached copy instead of re-checking Django's limit.
-            request._body = body  # type: ignore[attr-defined]
         return view(request, *args, **kwargs)
 
     return login_not_required(wrapped)

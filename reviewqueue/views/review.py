@@ -110,9 +110,13 @@ def _skipped(request: HttpRequest) -> set[int]:
 
 
 def _claim_next(request: HttpRequest, notices: list[Notice]) -> CardState:
-    item = services.claim(reviewer=request.user)  # type: ignore[arg-type]
-    if item is not None and item.pk in _skipped(request):
-        notices.append(Notice(f"Item #{item.pk} is one you skipped; it is the next in line."))
+    skipped = _skipped(request)
+    item = services.claim(reviewer=request.user, exclude=skipped)  # type: ignore[arg-type]
+    if item is None and skipped:
+        # Only skipped items are left: offer them again rather than an empty queue.
+        item = services.claim(reviewer=request.user)  # type: ignore[arg-type]
+        if item is not None:
+            notices.append(Notice(f"Only items you skipped are left; here is #{item.pk} again."))
     return CardState(item=item, notices=notices)
 
 

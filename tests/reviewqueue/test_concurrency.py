@@ -113,7 +113,10 @@ def test_every_item_is_in_exactly_one_state_after_mixed_concurrent_work(make_use
         if i < 4:
             for j in range(50):
                 services.admit(
-                    idempotency_key=f"w{i}-{j}", task_description="t", final_output="o", cutoff_reason="stuck",
+                    idempotency_key=f"w{i}-{j}",
+                    task_description="t",
+                    final_output="o",
+                    cutoff_reason="stuck",
                     priority=j % 5,
                 )
         else:

@@ -71,7 +71,7 @@ def test_it_runs_loops_as_drafts_only_outside_normal_mode() -> None:
 def test_it_walks_a_full_hysteresis_cycle() -> None:
     mode = Mode.NORMAL
     seen = []
-    for depth in [*range(0, 51), *range(50, -1, -1)]:
+    for depth in [*range(51), *range(50, -1, -1)]:
         new = next_mode(mode, depth, MARKS)
         if new is not mode:
             seen.append((depth, new))

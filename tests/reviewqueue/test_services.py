@@ -96,9 +96,10 @@ def test_it_accounts_for_every_output(admit_item: Any) -> None:
     small_queue(5)
     outcomes = [admit_item(idempotency_key=f"k{i % 15}", priority=i % 3).outcome for i in range(20)]
     produced = 15  # distinct keys
-    enqueued = ReviewItem.objects.exclude(status=ReviewItem.Status.SHED).count() + ReviewItem.objects.filter(
-        status=ReviewItem.Status.SHED, shed_entries__incoming=False
-    ).count()
+    enqueued = (
+        ReviewItem.objects.exclude(status=ReviewItem.Status.SHED).count()
+        + ReviewItem.objects.filter(status=ReviewItem.Status.SHED, shed_entries__incoming=False).count()
+    )
     shed_incoming = outcomes.count("shed")
     assert outcomes.count("duplicate") == 5
     assert outcomes.count("enqueued") + shed_incoming == produced
@@ -375,3 +376,15 @@ def test_it_ignores_draft_verdicts_when_tuning(admit_item: Any, reviewer: Any) -
         item = services.claim(reviewer=reviewer)
         services.decide(item_id=item.pk, reviewer=reviewer, approve=False, reason_label="unclear")
     assert QueuePolicy.current().step_limit == 5
+
+
+def test_it_refuses_a_key_with_control_characters(admit_item: Any) -> None:
+    with pytest.raises(services.InvalidInput) as err:
+        admit_item(idempotency_key="run\x00one")
+    assert err.value.field == "idempotency_key"
+
+
+def test_it_cleans_nul_from_the_short_fields(admit_item: Any) -> None:
+    item = admit_item(task_id="t\x00", producer="p\x00", source_run_id="r\x00").item
+    item.refresh_from_db()
+    assert (item.task_id, item.producer, item.source_run_id) == ("t\ufffd", "p\ufffd", "r\ufffd")

@@ -93,3 +93,11 @@ def test_submit_loop_is_idempotent_on_the_run_id(django_capture_on_commit_callba
         submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
     assert LoopRun.objects.count() == 1
     assert len(callbacks) == 1
+
+
+def test_submit_loop_stores_a_task_with_nul_and_invalid_text_safely() -> None:
+    task = {**SUITE["release_note"].to_dict(), "description": "notes\x00 for \ud800 release"}
+    run = submit_loop(task=task, run_id="nul")
+    run.refresh_from_db()
+    assert "\x00" not in run.task["description"]
+    assert run.task["description"].startswith("notes")

@@ -70,10 +70,26 @@ def start_worker(broker_url: str, tmp_path: Path) -> Iterator[Callable[..., subp
         }
         log = open(tmp_path / f"worker{len(workers)}.log", "w")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "reviewqueue.celery", "worker", "--pool=prefork",
-             f"--concurrency={concurrency}", "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-n", f"test{len(workers)}@%h"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "reviewqueue.celery",
+                "worker",
+                "--pool=prefork",
+                f"--concurrency={concurrency}",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"test{len(workers)}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         workers.append(proc)
         return proc
@@ -90,9 +106,7 @@ def sender(broker_url: str) -> Celery:
 
 
 def send(app: Celery, task_id: str, run_id: str, **kwargs: Any) -> None:
-    app.send_task(
-        "reviewqueue.tasks.run_loop", kwargs={"task": SUITE[task_id].to_dict(), "run_id": run_id, **kwargs}
-    )
+    app.send_task("reviewqueue.tasks.run_loop", kwargs={"task": SUITE[task_id].to_dict(), "run_id": run_id, **kwargs})
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -105,7 +119,8 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
 
 
 def children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    ps = ["ps", "-o", "pid=", "--ppid", str(pid)]
+    out = subprocess.run(ps, check=False, capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 
