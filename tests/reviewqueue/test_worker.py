@@ -46,7 +46,8 @@ def broker_url(tmp_path: Path) -> Iterator[str]:
     if redis_url:
         import redis
 
-        url = redis_url.rsplit("/", 1)[0] + "/14"  # a database of its own, flushed
+        # A database of its own (TEST_REDIS_DB, default 14), flushed before and after.
+        url = redis_url.rsplit("/", 1)[0] + "/" + os.environ.get("TEST_REDIS_DB", "14")
         redis.Redis.from_url(url).flushdb()
         yield url
         redis.Redis.from_url(url).flushdb()
