@@ -90,6 +90,11 @@ class QueuePolicy(models.Model):
     @classmethod
     def locked(cls) -> QueuePolicy:
         """The policy row under a row lock; call inside transaction.atomic()."""
+        # One query on every call but the very first: admit() and decide() run
+        # this per item, and the row exists from then on.
+        row = cls.objects.select_for_update().filter(pk=1).first()
+        if row is not None:
+            return row
         cls.objects.get_or_create(pk=1)
         return cls.objects.select_for_update().get(pk=1)
 

@@ -216,8 +216,16 @@ def admit(
             return AdmitResult("filtered", item, queue.mode, depth=queue_depth())
 
         depth = queue_depth()
+        # The shedding candidate matters only at capacity (plan_admission reads
+        # it nowhere else); below it, skip the query. Its text columns can be
+        # megabytes and are never needed to choose: fetch the ordering fields only.
         lowest = (
-            ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).order_by("priority", "created_at", "pk").first()
+            ReviewItem.objects.filter(status=ReviewItem.Status.PENDING)
+            .order_by("priority", "created_at", "pk")
+            .only("pk", "priority", "created_at")
+            .first()
+            if depth >= queue.capacity
+            else None
         )
         incoming = policy.Candidate(priority=priority, arrived=now.timestamp(), key=None)
         plan = policy.plan_admission(

@@ -14,6 +14,8 @@ from typing import Any
 from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
+from loops.stop_rules import wilson_interval
+
 from .models import (
     CircuitBreakerEntry,
     DepthSample,
@@ -26,21 +28,6 @@ from .models import (
     StepLimitChange,
     Verdict,
 )
-
-try:
-    from loops.stop_rules import wilson_interval
-except ImportError:  # pragma: no cover - loops ships with the project; kept for partial checkouts
-
-    def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-        """Wilson score interval as fractions in [0, 1]."""
-        if n == 0:
-            return (0.0, 1.0)
-        p = successes / n
-        z2 = z * z
-        centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-        half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-        return (max(0.0, centre - half), min(1.0, centre + half))
-
 
 # Windows an operator can pick for measured rates ("from live data").
 RATE_WINDOWS: dict[str, timedelta] = {
@@ -177,7 +164,14 @@ def audit_reject_share() -> AuditShare:
 def mode_durations(window: timedelta, *, now: datetime | None = None) -> dict[str, float]:
     """Seconds spent in each mode over the last ``window``, from the mode-change log."""
     now = now or timezone.now()
-    since = now - window
+    # Count only time the queue has existed: before its first item or depth
+    # sample there was no queue to be in any mode.
+    first_seen = [
+        first
+        for model in (ReviewItem, DepthSample)
+        if (first := model.objects.order_by("created_at").values_list("created_at", flat=True).first())
+    ]
+    since = max(now - window, min(first_seen, default=now))
     changes = list(
         ModeChange.objects.filter(created_at__gt=since, created_at__lte=now)
         .order_by("created_at", "pk")

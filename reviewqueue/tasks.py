@@ -23,11 +23,25 @@ log = logging.getLogger(__name__)
 RETRYABLE = (OperationalError, InterfaceError)
 
 
+# A producer waits this long at most for a broker that is down: a few publish
+# retries with backoff (about 3.5 s in all). After that submit_loop raises
+# BrokerUnavailable; the committed row is marked, and the producer's own retry
+# with the same run id (or resubmit_stale_runs, at worst) sends it again.
+PUBLISH_RETRY_POLICY = {"max_retries": 4, "interval_start": 0.25, "interval_step": 0.5, "interval_max": 1.5}
+PUBLISH_FAILED = "publish failed"
+
+
+class BrokerUnavailable(Exception):
+    """The run is recorded but its message could not be sent: retry the same run id."""
+
+
 def submit_loop(
     *, task: dict[str, Any], run_id: str, agent: str = "scripted", agent_options: dict | None = None
 ) -> LoopRun:
     """Record a loop run and enqueue it once the row is committed. Safe to
-    repeat: a known run id returns the existing row and enqueues nothing."""
+    repeat: a known run id returns the existing row and enqueues nothing,
+    unless its earlier publish failed (broker down), in which case it is sent
+    again. Raises BrokerUnavailable when the broker stays unreachable."""
     from loops.tasks import Task
 
     parsed = Task.from_dict(services.clean_json(task))  # TaskError on a bad task, before anything is stored
@@ -42,11 +56,34 @@ def submit_loop(
                 "agent_options": agent_options or {},
             },
         )
-        if created:
-            transaction.on_commit(
-                lambda: run_loop.delay(task=parsed.to_dict(), run_id=run_id, agent=agent, agent_options=agent_options)
-            )
+        unsent = (
+            not created
+            and run.outcome == LoopRun.Outcome.RUNNING
+            and run.deliveries == 0
+            and run.error.startswith(PUBLISH_FAILED)
+        )
+        if created or unsent:
+            kwargs = {"task": parsed.to_dict(), "run_id": run_id, "agent": agent, "agent_options": agent_options}
+            transaction.on_commit(lambda: _publish(kwargs, resend=unsent))
     return run
+
+
+def _publish(kwargs: dict[str, Any], *, resend: bool) -> None:
+    """Send run_loop, retrying with backoff while the broker is unreachable;
+    a failure is written on the run so a repeated submit knows to resend."""
+    from kombu.exceptions import OperationalError as BrokerError
+
+    run_id = kwargs["run_id"]
+    try:
+        run_loop.apply_async(kwargs=kwargs, retry=True, retry_policy=PUBLISH_RETRY_POLICY)
+    except BrokerError as exc:
+        LoopRun.objects.filter(run_id=run_id, outcome=LoopRun.Outcome.RUNNING, deliveries=0).update(
+            error=f"{PUBLISH_FAILED}: {exc}"[:2000]
+        )
+        log.warning("loop not sent: broker unavailable", extra={"run_id": run_id, "error": str(exc)[:200]})
+        raise BrokerUnavailable(f"run {run_id} is recorded but the broker is unreachable: {exc}") from exc
+    if resend:
+        LoopRun.objects.filter(run_id=run_id, error__startswith=PUBLISH_FAILED).update(error="")
 
 
 @shared_task(
@@ -179,4 +216,4 @@ def _earlier_outcome(item: ReviewItem) -> str:
 # here registers them with the worker, which autodiscovers this module only.
 from .ops_tasks import run_simulation, sample_depth
 
-__all__ = ["resubmit_stale_runs", "run_loop", "run_simulation", "sample_depth", "submit_loop"]
+__all__ = ["BrokerUnavailable", "resubmit_stale_runs", "run_loop", "run_simulation", "sample_depth", "submit_loop"]

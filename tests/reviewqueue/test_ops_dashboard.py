@@ -161,3 +161,16 @@ def test_it_samples_depth_and_prunes_old_samples(admit_item: Any) -> None:
     assert sample_depth() == 1
     assert not DepthSample.objects.filter(pk=old.pk).exists()
     assert list(DepthSample.objects.values_list("depth", flat=True)) == [1, 1]
+
+
+def test_it_counts_mode_time_only_since_the_queue_existed(admit_item) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviewqueue import stats
+
+    start = timezone.now() - timedelta(minutes=10)
+    admit_item(now=start)
+    durations = stats.mode_durations(timedelta(hours=24), now=start + timedelta(minutes=10))
+    assert sum(durations.values()) == pytest.approx(600, abs=1)
