@@ -117,7 +117,7 @@ def demo(port: int = 8000) -> int:
         ),
         subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT, env=env),
         subprocess.Popen(
-            [*manage, "submit_suite", "--repeat", "0", "--interval", "20", "--batch", "2"], cwd=ROOT, env=env
+            [*manage, "submit_suite", "--repeat", "0", "--interval", "30", "--batch", "1"], cwd=ROOT, env=env
         ),
     ]
     time.sleep(3)
