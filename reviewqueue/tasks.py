@@ -23,11 +23,10 @@ log = logging.getLogger(__name__)
 RETRYABLE = (OperationalError, InterfaceError)
 
 
-# A producer waits this long at most for a broker that is down: a few publish
-# retries with backoff (about 3.5 s in all). After that submit_loop raises
+# A producer waits only briefly for a broker that is down (Celery's publish
+# retry policy, task_publish_retry_policy). After that submit_loop raises
 # BrokerUnavailable; the committed row is marked, and the producer's own retry
-# with the same run id (or resubmit_stale_runs, at worst) sends it again.
-PUBLISH_RETRY_POLICY = {"max_retries": 4, "interval_start": 0.25, "interval_step": 0.5, "interval_max": 1.5}
+# with backoff and the same run id (or resubmit_stale_runs, at worst) sends it.
 PUBLISH_FAILED = "publish failed"
 
 
@@ -75,7 +74,7 @@ def _publish(kwargs: dict[str, Any], *, resend: bool) -> None:
 
     run_id = kwargs["run_id"]
     try:
-        run_loop.apply_async(kwargs=kwargs, retry=True, retry_policy=PUBLISH_RETRY_POLICY)
+        run_loop.delay(**kwargs)
     except BrokerError as exc:
         LoopRun.objects.filter(run_id=run_id, outcome=LoopRun.Outcome.RUNNING, deliveries=0).update(
             error=f"{PUBLISH_FAILED}: {exc}"[:2000]
