@@ -185,6 +185,15 @@ class ReviewItem(models.Model):
             models.Index(fields=["priority", "created_at"], name="pending_shed_order", condition=Q(status="pending")),
             # the lease sweep and depth counts.
             models.Index(fields=["status", "lease_expires_at"], name="status_lease"),
+            # The oldest waiting item and the depth count read only waiting rows,
+            # never the decided history (1M rows must cost what 1k rows cost).
+            models.Index(fields=["created_at"], name="waiting_by_age", condition=Q(status__in=["pending", "claimed"])),
+            # The audit share reads the newest decided sampled auto-passes only.
+            models.Index(
+                fields=["-decided_at"],
+                name="sampled_decided",
+                condition=Q(label="sampled", status__in=["approved", "rejected"]),
+            ),
         ]
 
     def __str__(self) -> str:

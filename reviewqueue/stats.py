@@ -151,12 +151,27 @@ class AuditShare:
     high: float
 
 
-def audit_reject_share() -> AuditShare:
-    """Reject share of verdicts on sampled auto-passes, with a Wilson 95 % interval."""
-    verdicts = Verdict.objects.filter(item__label=ReviewItem.Label.SAMPLED)
-    counts = dict(verdicts.values_list("decision").annotate(n=Count("pk")).values_list("decision", "n"))
-    rejected = counts.get(Verdict.Decision.REJECT, 0)
-    n = rejected + counts.get(Verdict.Decision.APPROVE, 0)
+# The audit share reads at most this many of the newest audited auto-passes:
+# enough for a tight interval, and the cost stays flat as history grows.
+AUDIT_WINDOW = 2000
+
+
+def audit_reject_share(window: int = AUDIT_WINDOW) -> AuditShare:
+    """Reject share of the newest ``window`` verdicts on sampled auto-passes,
+    with a Wilson 95 % interval."""
+    # An item is approved/rejected exactly while its verdict exists (decide and
+    # undo change both in one transaction), so the item's status is the
+    # verdict; reading it walks the small partial index "sampled_decided"
+    # instead of joining every verdict in history.
+    statuses = list(
+        ReviewItem.objects.filter(
+            label=ReviewItem.Label.SAMPLED, status__in=(ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED)
+        )
+        .order_by("-decided_at")
+        .values_list("status", flat=True)[:window]
+    )
+    rejected = sum(1 for status in statuses if status == ReviewItem.Status.REJECTED)
+    n = len(statuses)
     low, high = wilson_interval(rejected, n)
     return AuditShare(rejected=rejected, n=n, share=rejected / n if n else None, low=low, high=high)
 
@@ -220,6 +235,15 @@ def shed_by_priority() -> dict[int, int]:
     """Items shed at capacity, by priority, over all time (the circuit-breaker log)."""
     rows = CircuitBreakerEntry.objects.values("priority").annotate(n=Count("pk")).order_by("priority")
     return {row["priority"]: row["n"] for row in rows}
+
+
+def waiting_counts() -> dict[str, int]:
+    """Pending and claimed items only: what the dashboard shows, read from
+    waiting rows alone (status_counts() scans the whole history)."""
+    rows = ReviewItem.objects.filter(status__in=ReviewItem.WAITING).values("status").annotate(n=Count("pk"))
+    out = {s: 0 for s in ReviewItem.WAITING}
+    out.update({row["status"]: row["n"] for row in rows})
+    return out
 
 
 def status_counts() -> dict[str, int]:

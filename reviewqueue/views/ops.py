@@ -205,7 +205,7 @@ def step_limit_chart(queue: QueuePolicy, now: datetime) -> Chart:
 def dashboard_context() -> dict[str, Any]:
     now = timezone.now()
     queue = QueuePolicy.current()
-    counts = stats.status_counts()
+    counts = stats.waiting_counts()
     flow = stats.rates(stats.RATE_WINDOWS[stats.DEFAULT_RATE_WINDOW], now=now)
     rule_text, rule_css = ratio_rule(flow.ratio)
     hour = stats.mode_durations(timedelta(hours=1), now=now)
