@@ -33,6 +33,10 @@ PUBLISH_FAILED = "publish failed"
 class BrokerUnavailable(Exception):
     """The run is recorded but its message could not be sent: retry the same run id."""
 
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
 
 def submit_loop(
     *, task: dict[str, Any], run_id: str, agent: str = "scripted", agent_options: dict | None = None
@@ -80,7 +84,7 @@ def _publish(kwargs: dict[str, Any], *, resend: bool) -> None:
             error=f"{PUBLISH_FAILED}: {exc}"[:2000]
         )
         log.warning("loop not sent: broker unavailable", extra={"run_id": run_id, "error": str(exc)[:200]})
-        raise BrokerUnavailable(f"run {run_id} is recorded but the broker is unreachable: {exc}") from exc
+        raise BrokerUnavailable(run_id, f"run {run_id} is recorded but the broker is unreachable: {exc}") from exc
     if resend:
         LoopRun.objects.filter(run_id=run_id, error__startswith=PUBLISH_FAILED).update(error="")
 

@@ -211,7 +211,7 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
 
 @api.post(
     "/tasks",
-    response={200: RunOut, 201: RunOut, 400: Error, 401: Error, 413: Error},
+    response={200: RunOut, 201: RunOut, 400: Error, 401: Error, 413: Error, 503: Error},
     summary="Submit a task for an agent loop to run",
 )
 def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]:
@@ -219,7 +219,7 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     run_id returns the existing run (200) and starts nothing."""
     from loops.tasks import TaskError
 
-    from ..tasks import submit_loop
+    from ..tasks import BrokerUnavailable, submit_loop
 
     run_id = payload.run_id or f"api-{uuid.uuid4().hex}"
     existed = LoopRun.objects.filter(run_id=run_id).exists()
@@ -227,6 +227,19 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
         run = submit_loop(task=payload.task, run_id=run_id, agent=payload.agent)
     except (TaskError, TypeError, ValueError) as exc:
         raise services.InvalidInput("task", str(exc)) from None
+    except BrokerUnavailable:
+        # The run is stored; repeating the request with its run_id sends it
+        # once the broker is back (and resubmit_stale_runs would, at worst).
+        response = JsonResponse(
+            {
+                "error": "unavailable",
+                "fields": {},
+                "detail": f"run {run_id} is recorded but not queued yet: repeat the request with this run_id",
+            },
+            status=503,
+        )
+        response["Retry-After"] = "5"
+        return response  # type: ignore[return-value]
     return Status(200 if existed else 201, _run_body(run, created=not existed))
 
 
