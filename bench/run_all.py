@@ -1,0 +1,100 @@
+"""Every bench, one after another, within 10 minutes on 2 cores.
+
+    .venv/bin/python bench/run_all.py            # the figures in bench/README.md
+    .venv/bin/python bench/run_all.py --quick    # a smoke run, about a minute
+
+Each bench runs as its own process (so one's Django set-up or crash cannot
+affect the next) with a time limit, and its figures are printed as they come.
+PostgreSQL must be reachable (BENCH_PG_URL, default the local trust-auth server);
+each bench creates and drops its own scratch databases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
+    """(name, argv, time limit in seconds) for each bench at the chosen sizes."""
+    py = sys.executable
+    return [
+        ("admit vs raw INSERT", [py, str(BENCH / "bench_admit.py"), "--n", str(args.admit_n)], 120),
+        (
+            "claim + decide over HTTP",
+            [py, str(BENCH / "bench_http.py"), "--items", str(args.http_items), "--clients", "16", "--workers", "2"],
+            240,
+        ),
+        (
+            "latency at scale",
+            [
+                py,
+                str(BENCH / "bench_scale.py"),
+                "--decided",
+                str(args.decided),
+                "--pending",
+                str(args.pending),
+                "--repeat",
+                str(args.repeat),
+            ],
+            360,
+        ),
+        (
+            "capacity model",
+            [py, str(BENCH / "bench_simulation.py"), "--replications", str(args.replications), "--repeat", "10"],
+            120,
+        ),
+        (
+            "stop rules",
+            [py, "-m", "loops", "bench", "stop-rules", "--sigma", "0.1", "--seeds", str(args.seeds), "--json"],
+            120,
+        ),
+    ]
+
+
+def main() -> None:
+    """Run the benches in turn; exit non-zero if any failed or ran out of time."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    parser.add_argument("--admit-n", type=int, default=2000)
+    parser.add_argument("--http-items", type=int, default=1500)
+    parser.add_argument("--decided", type=int, default=1_000_000)
+    parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--replications", type=int, default=400)
+    parser.add_argument("--seeds", type=int, default=200)
+    args = parser.parse_args()
+    if args.quick:
+        args.admit_n, args.http_items, args.decided, args.pending = 300, 150, 20_000, 2_000
+        args.repeat, args.replications, args.seeds = 5, 40, 20
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    results: list[tuple[str, str, float]] = []
+    started = time.perf_counter()
+    for name, argv, limit in plan(args):
+        print(f"\n=== {name}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            code = subprocess.run(argv, cwd=ROOT, env=env, timeout=limit).returncode
+            status = "ok" if code == 0 else f"exit {code}"
+        except subprocess.TimeoutExpired:
+            # subprocess.run kills the child; the benches stop their own servers in finally.
+            status = f"timed out after {limit} s"
+        results.append((name, status, time.perf_counter() - t0))
+    total = time.perf_counter() - started
+    print("\n=== summary")
+    for name, status, secs in results:
+        print(f"  {name:28s} {status:22s} {secs:6.1f} s")
+    print(f"  {'total':28s} {'':22s} {total:6.1f} s (budget 600 s)")
+    sys.exit(0 if all(status == "ok" for _, status, _ in results) else 1)
+
+
+if __name__ == "__main__":
+    main()
