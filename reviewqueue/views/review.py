@@ -9,18 +9,23 @@ on an error page, each one says what happened and shows what to do next.
 
 from __future__ import annotations
 
+import functools
+import logging
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import services
@@ -34,6 +39,9 @@ LEASE = "review/queue.html#lease"
 RECENT_VERDICTS = 8
 PACE_SAMPLE = 20
 SKIPPED_KEY = "review_skipped"
+DATABASE_RETRY_SECONDS = 5
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -160,7 +168,35 @@ def next_item(request: HttpRequest) -> HttpResponse:
     return _done(request, state)
 
 
+def database_errors_answered(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A database connection lost mid-request answers 503 saying nothing was
+    saved, not a 500 traceback. That is true: each service runs in one
+    transaction, which the database rolls back when the connection drops, so
+    a verdict is either fully recorded or not at all and a retry is safe."""
+
+    @functools.wraps(view)
+    def answered(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except (OperationalError, InterfaceError) as exc:
+            log.warning("database unavailable mid-request", extra={"path": request.path, "error": str(exc)[:200]})
+            response = HttpResponse(
+                format_html(
+                    '<div id="card" class="card" role="alert"><p class="notice error">The connection to the '
+                    "database dropped, so nothing was saved: your verdict was not recorded and the item is "
+                    'still yours. Try again in a few seconds.</p><p><a href="{}">Back to the queue</a></p></div>',
+                    reverse("review:queue"),
+                ),
+                status=503,
+            )
+            response["Retry-After"] = str(DATABASE_RETRY_SECONDS)
+            return response
+
+    return answered
+
+
 @require_http_methods(["GET", "POST"])
+@database_errors_answered
 @reviewer_required
 def decide(request: HttpRequest, item_id: int) -> HttpResponse:
     """Record approve/reject on a held item, then hand out the next one.
