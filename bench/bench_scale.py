@@ -17,7 +17,6 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from benchlib import ROOT, scratch_database, setup_django
@@ -184,17 +183,17 @@ def capture(fn: Callable[[], None]) -> list[str]:
     return [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(skip)]
 
 
-def explain(sql: str) -> str:
+def explain(sql: str, params: tuple[Any, ...] = ()) -> str:
     """EXPLAIN (ANALYZE, BUFFERS) inside a rolled-back transaction, so writes leave no trace."""
-    from django.db import connection, transaction
+    from django.db import DatabaseError, connection, transaction
 
     try:
         with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
+                cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params or None)
                 plan = "\n".join(row[0] for row in cursor.fetchall())
             transaction.set_rollback(True)
-    except Exception as exc:  # a plan that cannot be taken is reported, not fatal
+    except DatabaseError as exc:  # a plan that cannot be taken is reported, not fatal
         return f"(no plan: {exc})"
     return plan
 
@@ -205,19 +204,22 @@ def write_plans(decided: int, pending: int) -> dict[str, int]:
 
     PLANS.mkdir(exist_ok=True)
     actions = Actions()
-    queries = {name: capture(getattr(actions, name)) for name in ORDER}
+    captured = {name: capture(getattr(actions, name)) for name in ORDER}
     # admit() asks for the shedding candidate only at capacity: take its query from the ORM directly.
     shed = ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).order_by("priority", "created_at", "pk")
-    queries["admit_shed_candidate"] = [str(shed.only("pk", "priority", "created_at")[:1].query)]
-    counts = {}
+    shed_sql, shed_params = shed.only("pk", "priority", "created_at")[:1].query.sql_with_params()
+    queries: dict[str, list[tuple[str, tuple[Any, ...]]]] = {n: [(q, ()) for q in qs] for n, qs in captured.items()}
+    queries["admit_shed_candidate"] = [(shed_sql, tuple(shed_params))]
+    counts: dict[str, int] = {}
     for name, sqls in queries.items():
         seen: list[str] = []
         parts = [f"-- {name}: {decided:,} decided items in history, {pending:,} pending; PostgreSQL\n"]
-        for sql in sqls:
+        for sql, params in sqls:
             if sql in seen:
                 continue
             seen.append(sql)
-            parts.append(f"\n-- query {len(seen)}\n{sql}\n\n{explain(sql)}\n")
+            shown = sql % tuple(f"'{p}'" for p in params) if params else sql
+            parts.append(f"\n-- query {len(seen)}\n{shown}\n\n{explain(sql, params)}\n")
         (PLANS / f"{name}.txt").write_text("".join(parts))
         counts[name] = len(sqls)
     return counts
@@ -240,10 +242,7 @@ def run(decided: int, pending: int, small: int, repeat: int) -> dict[str, Any]:
             counts = write_plans(decided, pending)
         finally:
             connections.close_all()
-    print(
-        f"latency at {decided:,} decided + {pending:,} pending vs {small:,} items "
-        f"(median of {repeat}, interleaved)"
-    )
+    print(f"latency at {decided:,} decided + {pending:,} pending vs {small:,} items (median of {repeat}, interleaved)")
     ratios = {}
     for action in ORDER:
         s, big = medians["small"][action], medians["large"][action]

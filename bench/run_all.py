@@ -82,7 +82,7 @@ def main() -> None:
         print(f"\n=== {name}", flush=True)
         t0 = time.perf_counter()
         try:
-            code = subprocess.run(argv, cwd=ROOT, env=env, timeout=limit).returncode
+            code = subprocess.run(argv, check=False, cwd=ROOT, env=env, timeout=limit).returncode
             status = "ok" if code == 0 else f"exit {code}"
         except subprocess.TimeoutExpired:
             # subprocess.run kills the child; the benches stop their own servers in finally.
