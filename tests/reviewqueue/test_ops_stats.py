@@ -32,8 +32,9 @@ def test_it_reads_a_bounded_number_of_depth_samples(db: None) -> None:
     assert rows[0].created_at < rows[-1].created_at
 
 
-def test_it_splits_time_between_modes(db: None) -> None:
+def test_it_splits_time_between_modes(admit_item: Any) -> None:
     now = timezone.now()
+    admit_item(now=now - timedelta(hours=2))  # the queue has existed all window long
     QueuePolicy.objects.filter(pk=QueuePolicy.current().pk).update(mode="normal")
     ModeChange.objects.create(previous="normal", mode="draft", depth=40, created_at=now - timedelta(minutes=30))
     ModeChange.objects.create(previous="draft", mode="normal", depth=15, created_at=now - timedelta(minutes=10))
