@@ -189,6 +189,8 @@ CONTENT_SECURITY_POLICY = {
 # Login attempts per client address (django-ratelimit syntax).
 LOGIN_RATE_LIMIT = os.environ.get("LOGIN_RATE_LIMIT", "10/m")
 RATELIMIT_ENABLE = envbool("RATELIMIT_ENABLE", True)
+# A cache outage must not lock everyone out of signing in (logged when it happens).
+RATELIMIT_FAIL_OPEN = True
 
 # Celery: Redis at scale, an embedded SQLite broker on a fresh machine.
 _embedded_broker = f"sqla+sqlite:///{VAR_DIR / 'celery-broker.sqlite3'}"
@@ -206,10 +208,22 @@ CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 360)
 # Redis redelivers an unacknowledged task after this long; it must exceed the
 # longest task (hard limit) or a slow loop would run twice at once.
 CELERY_BROKER_TRANSPORT_OPTIONS = (
-    {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 600)}
+    {
+        "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 600),
+        # Look for a dead worker's unacknowledged messages every 10 s (kombu's
+        # default scan is rare), so they return soon after the visibility timeout.
+        "unacked_restore_interval": 10,
+        "unacked_restore_throttle": 1,
+        # A silently dropped network must fail a publish, not hang it forever.
+        "socket_timeout": 10,
+        "socket_connect_timeout": 5,
+    }
     if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
     else {}  # the SQLAlchemy transport hands its options to create_engine()
 )
+# Producers retry a failed publish with backoff (about 3 s in all) before
+# submit_loop reports the broker unavailable; the run row is already stored.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 4, "interval_start": 0.25, "interval_step": 0.5, "interval_max": 1.5}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE = {
