@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from . import policy
@@ -97,6 +98,30 @@ class QueuePolicy(models.Model):
             return row
         cls.objects.get_or_create(pk=1)
         return cls.objects.select_for_update().get(pk=1)
+
+    @classmethod
+    def locked_for_admission(cls, idempotency_key: str) -> tuple[QueuePolicy, int, int | None, bool]:
+        """The locked policy row, then what admit() needs to decide, read in one
+        query once the lock is held: the depth (waiting items), the item already
+        admitted under this key (or None) and whether any filter rule is on.
+
+        Two statements, not one: PostgreSQL evaluates subqueries of a
+        ``SELECT ... FOR UPDATE`` with the snapshot taken before it waited for
+        the lock, so a depth read in the same statement could be stale."""
+        queue = cls.locked()
+        items = ReviewItem._meta.db_table
+        rules = FilterRule._meta.db_table
+        depth, existing_pk, gates = (
+            cls.objects.filter(pk=queue.pk)
+            .annotate(
+                depth=RawSQL(f"SELECT COUNT(*) FROM {items} WHERE status IN (%s, %s)", ReviewItem.WAITING),
+                existing_pk=RawSQL(f"SELECT id FROM {items} WHERE idempotency_key = %s", (idempotency_key,)),
+                gates=RawSQL(f"SELECT COUNT(*) FROM {rules} WHERE status = %s", (FilterRule.Status.ENABLED,)),
+            )
+            .values_list("depth", "existing_pk", "gates")
+            .get()
+        )
+        return queue, depth, existing_pk, bool(gates)
 
     def watermarks(self) -> policy.Watermarks:
         return policy.Watermarks(capacity=self.capacity, high=self.high_watermark, low=self.low_watermark)

@@ -185,10 +185,10 @@ def admit(
     now = now or timezone.now()
 
     with transaction.atomic():
-        queue = QueuePolicy.locked()
-        existing = ReviewItem.objects.filter(idempotency_key=key).first()
-        if existing is not None:
-            return AdmitResult("duplicate", existing, queue.mode, depth=queue_depth())
+        queue, depth, existing_pk, gates_enabled = QueuePolicy.locked_for_admission(key)
+        if existing_pk is not None:
+            existing = ReviewItem.objects.get(pk=existing_pk)
+            return AdmitResult("duplicate", existing, queue.mode, depth=depth)
 
         item = ReviewItem(
             idempotency_key=key,
@@ -207,15 +207,14 @@ def admit(
             producer=_short(producer, 100),
             created_at=now,
         )
-        failures = _run_filter_gates(output)
+        failures = _run_filter_gates(output) if gates_enabled else []
         if failures:
             item.status = ReviewItem.Status.FILTERED
             item.filter_reason = "; ".join(failures)
             item.decided_at = now
             item.save()
-            return AdmitResult("filtered", item, queue.mode, depth=queue_depth())
+            return AdmitResult("filtered", item, queue.mode, depth=depth)
 
-        depth = queue_depth()
         # The shedding candidate matters only at capacity (plan_admission reads
         # it nowhere else); below it, skip the query. Its text columns can be
         # megabytes and are never needed to choose: fetch the ordering fields only.
