@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import random
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import shared_task
 from django.db import InterfaceError, OperationalError, transaction
@@ -15,6 +15,9 @@ from django.utils import timezone
 
 from . import policy, services
 from .models import LoopRun, QueuePolicy, ReviewItem
+
+if TYPE_CHECKING:
+    from loops.tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +52,7 @@ def submit_loop(
 
     parsed = Task.from_dict(services.clean_json(task))  # TaskError on a bad task, before anything is stored
     with transaction.atomic():
-        run, created = LoopRun.objects.get_or_create(
-            run_id=run_id,
-            defaults={
-                "task_id": parsed.id,
-                "task_kind": str(parsed.kind),
-                "task": parsed.to_dict(),
-                "agent": agent,
-                "agent_options": agent_options or {},
-            },
-        )
+        run, created = _record_run(parsed, run_id, agent, agent_options)
         unsent = (
             not created
             and run.outcome == LoopRun.Outcome.RUNNING
@@ -69,6 +63,20 @@ def submit_loop(
             kwargs = {"task": parsed.to_dict(), "run_id": run_id, "agent": agent, "agent_options": agent_options}
             transaction.on_commit(lambda: _publish(kwargs, resend=unsent))
     return run
+
+
+def _record_run(parsed: Task, run_id: str, agent: str, agent_options: dict | None) -> tuple[LoopRun, bool]:
+    """The run's row, created on first sight of its id (the idempotency key of a loop)."""
+    return LoopRun.objects.get_or_create(
+        run_id=run_id,
+        defaults={
+            "task_id": parsed.id,
+            "task_kind": str(parsed.kind),
+            "task": parsed.to_dict(),
+            "agent": agent,
+            "agent_options": agent_options or {},
+        },
+    )
 
 
 def _publish(kwargs: dict[str, Any], *, resend: bool) -> None:
@@ -112,16 +120,7 @@ def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agen
     from loops.tasks import Task, TaskKind
 
     parsed = Task.from_dict(services.clean_json(task))
-    run, _ = LoopRun.objects.get_or_create(
-        run_id=run_id,
-        defaults={
-            "task_id": parsed.id,
-            "task_kind": str(parsed.kind),
-            "task": parsed.to_dict(),
-            "agent": agent,
-            "agent_options": agent_options or {},
-        },
-    )
+    run, _ = _record_run(parsed, run_id, agent, agent_options)
     if run.outcome != LoopRun.Outcome.RUNNING:
         return run.outcome
     LoopRun.objects.filter(pk=run.pk).update(deliveries=F("deliveries") + 1, updated_at=timezone.now())
