@@ -22,7 +22,7 @@ from django.test import Client
 from reviewqueue.models import LoopRun, ReviewItem
 from reviewqueue.tasks import PUBLISH_FAILED, BrokerUnavailable, submit_loop
 
-from .worker_helpers import SUITE, Workers, finished, private_redis, publishing_to, wait_for
+from .worker_helpers import SUITE, Workers, finished, private_redis, publishing_to, resubmit_stale, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,7 +86,7 @@ def serves(client: Client, reviewer_client: Client) -> dict[str, int]:
 @pytest.mark.slow
 def test_it_keeps_serving_and_loses_no_run_while_redis_is_down(tmp_path: Path, settings: Any, reviewer: Any) -> None:
     started = time.monotonic()
-    with private_redis(tmp_path) as redis, publishing_to(redis.url):
+    with private_redis(tmp_path, persist=True) as redis, publishing_to(redis.url):
         # The login rate limiter's cache is on the same Redis, as in production.
         settings.CACHES = {
             "default": {
@@ -125,6 +125,10 @@ def test_it_keeps_serving_and_loses_no_run_while_redis_is_down(tmp_path: Path, s
             for producer in producers:
                 producer.join(timeout=30)
             submitted = [run_id for p in producers for run_id in p.submitted]
+            # What beat's resubmit_stale_runs does every minute: resend runs
+            # older than the outage that never started (a message that was in
+            # flight when the connection broke). Idempotent for the rest.
+            resent = resubmit_stale(redis.url, stale_seconds=int(OUTAGE_SECONDS))
             wait_for(lambda: finished(*submitted), timeout=90, what="the worker to drain after the outage")
             drained = time.monotonic() - up_at
         finally:
@@ -139,7 +143,8 @@ def test_it_keeps_serving_and_loses_no_run_while_redis_is_down(tmp_path: Path, s
     print(
         f"\nRedis down {OUTAGE_SECONDS:.0f} s: UI answers {dict(answers)}; {len(submitted)} runs submitted "
         f"({before} before the outage), {sum(p.failures for p in producers)} failed publishes retried "
-        f"(longest wait {max(waits, default=0):.2f} s), drained {drained:.0f} s after Redis returned, "
+        f"(longest wait {max(waits, default=0):.2f} s), {resent} resent by the stale-run sweep, "
+        f"drained {drained:.0f} s after Redis returned, "
         f"outcomes {dict(outcomes)}, wall time {time.monotonic() - started:.0f} s"
     )
     # The web UI kept serving: health, sign-in (rate limiter fails open), the page, a claim.

@@ -56,12 +56,15 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """A private, throwaway redis-server on its own port, nothing persisted.
-    Stopping and starting it again keeps the port, so clients reconnect."""
+    """A private, throwaway redis-server on its own port. Stopping and starting
+    it again keeps the port, so clients reconnect. With ``persist`` it keeps an
+    append-only file, as a production broker should, so queued messages
+    survive the restart; without, a restart empties it."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, *, persist: bool = False) -> None:
         self.port = free_port()
         self.log_dir = log_dir
+        self.persist = persist
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -74,7 +77,8 @@ class RedisServer:
             raise RuntimeError("redis-server is not installed")
         log = open(self.log_dir / f"redis-{self.port}.log", "a")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+            + (["--appendonly", "yes", "--appendfsync", "always"] if self.persist else ["--appendonly", "no"])
             + ["--daemonize", "no", "--dir", str(self.log_dir)],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -99,9 +103,9 @@ class RedisServer:
 
 
 @contextlib.contextmanager
-def private_redis(log_dir: Path) -> Iterator[RedisServer]:
+def private_redis(log_dir: Path, *, persist: bool = False) -> Iterator[RedisServer]:
     """A running private redis-server, always stopped afterwards."""
-    server = RedisServer(log_dir)
+    server = RedisServer(log_dir, persist=persist)
     server.start()
     try:
         yield server
