@@ -13,23 +13,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 import time
-from collections.abc import Callable
+
+from benchlib import median_seconds
 
 from simulation import PRESETS, run_replications, simulate
 from simulation.analytic import article_loss, mmck_transient_loss
 from simulation.plain import run_article_plain
-
-
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    """Median seconds per call; the median shrugs off a neighbour's burst of CPU use."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -44,12 +34,12 @@ def main() -> None:
     seeds = iter(range(10**9))
 
     one = {
-        "SimPy article B": best_of(lambda: simulate(article, next(seeds)), args.repeat),
-        "plain-loop article B": best_of(lambda: run_article_plain(article, next(seeds)), args.repeat),
-        "SimPy poisson B": best_of(lambda: simulate(poisson, next(seeds)), args.repeat),
-        "SimPy poisson B, backpressure": best_of(lambda: simulate(backpressure, next(seeds)), args.repeat),
-        "exact article chain B": best_of(lambda: article_loss(article), 5),
-        "exact M/M/1/K transient B": best_of(lambda: mmck_transient_loss(poisson), 5),
+        "SimPy article B": median_seconds(lambda: simulate(article, next(seeds)), args.repeat),
+        "plain-loop article B": median_seconds(lambda: run_article_plain(article, next(seeds)), args.repeat),
+        "SimPy poisson B": median_seconds(lambda: simulate(poisson, next(seeds)), args.repeat),
+        "SimPy poisson B, backpressure": median_seconds(lambda: simulate(backpressure, next(seeds)), args.repeat),
+        "exact article chain B": median_seconds(lambda: article_loss(article), 5),
+        "exact M/M/1/K transient B": median_seconds(lambda: mmck_transient_loss(poisson), 5),
     }
     print("one 2-hour run (median of repeats)")
     for name, secs in one.items():

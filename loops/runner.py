@@ -14,22 +14,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from loops.agents import Agent, AgentError, AgentReply
-from loops.cutoff import strip_thinking
+from loops.cutoff import CUTOFF_REASONS, strip_thinking
 from loops.gates import run_gates
 from loops.hints import Failure, Redactor, build_prompt
 from loops.redline import DEFAULT_TIMEOUT_S, demand_red_line, format_problem
 from loops.tasks import Task, TaskKind
 
-STOP_REASONS: tuple[str, ...] = (
-    "converged",
-    "step_limit",
-    "stuck",
-    "oscillation",
-    "wall_clock",
-    "token_budget",
-    "format_anomaly",
-    "draft",
-)
+STOP_REASONS: tuple[str, ...] = ("converged", *CUTOFF_REASONS)
 DEFAULT_STOP_RULE = "confirm2"
 
 
