@@ -81,6 +81,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
+    "reviewqueue.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "reviewqueue.urls"
