@@ -90,6 +90,9 @@ def seed(items: int, clients: int) -> list[str]:
         ],
         batch_size=1000,
     )
+    from reviewqueue.services import reconcile_depth
+
+    reconcile_depth()  # rows loaded behind the services' back: the kept depth learns them
     return names
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import connection, models
 from django.db.models import Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -42,6 +42,10 @@ class CutoffReason(models.TextChoices):
     EXTERNAL = "external", "pushed by a producer"
 
 
+# pg_advisory_xact_lock key of the queue: "rq" in ASCII, any constant would do.
+QUEUE_LOCK_KEY = 0x7271
+
+
 class QueuePolicy(models.Model):
     """The queue's one policy row (pk=1), plus the live state the policy drives:
     the current mode and step limit. Locking this row serialises admissions and
@@ -60,6 +64,11 @@ class QueuePolicy(models.Model):
     lease_seconds = models.PositiveIntegerField(default=300)
     sampling_rate = models.FloatField(default=0.1, help_text="share of grey-task auto-passes sampled for audit")
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.NORMAL)
+    depth = models.PositiveIntegerField(
+        default=0,
+        help_text="waiting items (pending + claimed), kept by the services under this row's lock "
+        "so admission never counts rows; reconciled with a real count by the depth sampler",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     EDITABLE_FIELDS = (
@@ -93,6 +102,12 @@ class QueuePolicy(models.Model):
         """The policy row under a row lock; call inside transaction.atomic()."""
         # One query on every call but the very first: admit() and decide() run
         # this per item, and the row exists from then on.
+        if connection.vendor == "postgresql":
+            # The queue's lock. An advisory lock writes no WAL (a row lock does),
+            # which keeps admit()'s two-round-trip path cheap; every writer of
+            # queue state takes it, and the row lock below stays as a backstop.
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [QUEUE_LOCK_KEY])
         row = cls.objects.select_for_update().filter(pk=1).first()
         if row is not None:
             return row
@@ -100,28 +115,26 @@ class QueuePolicy(models.Model):
         return cls.objects.select_for_update().get(pk=1)
 
     @classmethod
-    def locked_for_admission(cls, idempotency_key: str) -> tuple[QueuePolicy, int, int | None, bool]:
-        """The locked policy row, then what admit() needs to decide, read in one
-        query once the lock is held: the depth (waiting items), the item already
-        admitted under this key (or None) and whether any filter rule is on.
-
-        Two statements, not one: PostgreSQL evaluates subqueries of a
+    def locked_for_admission(cls, idempotency_key: str) -> tuple[QueuePolicy, int | None, bool]:
+        """The locked policy row (its ``depth`` is current: the lock serialises
+        every change to it), then, in one query once the lock is held, the item
+        already admitted under this key (or None) and whether any filter rule
+        is on. Two statements, not one: PostgreSQL evaluates subqueries of a
         ``SELECT ... FOR UPDATE`` with the snapshot taken before it waited for
-        the lock, so a depth read in the same statement could be stale."""
+        the lock, so a key committed meanwhile could be missed."""
         queue = cls.locked()
         items = ReviewItem._meta.db_table
         rules = FilterRule._meta.db_table
-        depth, existing_pk, gates = (
+        existing_pk, gates = (
             cls.objects.filter(pk=queue.pk)
             .annotate(
-                depth=RawSQL(f"SELECT COUNT(*) FROM {items} WHERE status IN (%s, %s)", ReviewItem.WAITING),
                 existing_pk=RawSQL(f"SELECT id FROM {items} WHERE idempotency_key = %s", (idempotency_key,)),
                 gates=RawSQL(f"SELECT COUNT(*) FROM {rules} WHERE status = %s", (FilterRule.Status.ENABLED,)),
             )
-            .values_list("depth", "existing_pk", "gates")
+            .values_list("existing_pk", "gates")
             .get()
         )
-        return queue, depth, existing_pk, bool(gates)
+        return queue, existing_pk, bool(gates)
 
     def watermarks(self) -> policy.Watermarks:
         return policy.Watermarks(capacity=self.capacity, high=self.high_watermark, low=self.low_watermark)

@@ -14,6 +14,7 @@ from celery import shared_task
 from django.db.models import Q
 from django.utils import timezone
 
+from . import services
 from .models import DepthSample, QueuePolicy, ReviewItem, SimulationRun
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ def sample_depth() -> int:
     Returns the sampled depth.
     """
     now = timezone.now()
+    services.reconcile_depth(now=now)
     queue = QueuePolicy.current()
     pending = ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).count()
     claimed = ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED).count()

@@ -24,6 +24,7 @@ from psycopg.pq import TransactionStatus
 
 from . import policy
 from .models import (
+    QUEUE_LOCK_KEY,
     CircuitBreakerEntry,
     CutoffReason,
     FilterRule,
@@ -129,12 +130,35 @@ def queue_depth() -> int:
     return ReviewItem.objects.filter(status__in=ReviewItem.WAITING).count()
 
 
-def _set_mode(queue: QueuePolicy, mode: policy.Mode, depth: int, now: datetime) -> None:
+def _set_state(queue: QueuePolicy, mode: policy.Mode, depth: int, now: datetime) -> None:
+    """Store the queue's new depth and mode on the locked policy row; a mode
+    change is also written to the mode history."""
     if queue.mode != mode.value:
         ModeChange.objects.create(previous=queue.mode, mode=mode.value, depth=depth, created_at=now)
         log.info("queue mode changed", extra={"previous": queue.mode, "mode": mode.value, "depth": depth})
-        queue.mode = mode.value
-        queue.save(update_fields=["mode", "updated_at"])
+    if (queue.mode, queue.depth) != (mode.value, depth):
+        queue.mode, queue.depth = mode.value, depth
+        queue.save(update_fields=["mode", "depth", "updated_at"])
+
+
+def reconcile_depth(*, now: datetime | None = None) -> int:
+    """Recount the waiting items under the policy lock and store the count
+    (and the mode it implies) if the kept depth drifted, e.g. after rows were
+    changed outside the services (the admin, bulk loads). Returns the drift.
+    Safe to repeat; the depth sampler runs it every few seconds."""
+    with transaction.atomic():
+        queue = QueuePolicy.locked()
+        actual = queue_depth()
+        drift = actual - queue.depth
+        if drift:
+            log.warning("queue depth reconciled", extra={"kept": queue.depth, "counted": actual})
+            _after_depth_change(queue, actual, now or timezone.now())
+        return drift
+
+
+def _after_depth_change(queue: QueuePolicy, depth: int, now: datetime) -> None:
+    """A verdict or an undo moved the depth: the watermarks may move the mode."""
+    _set_state(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, now)
 
 
 def enabled_gates() -> list[str]:
@@ -204,12 +228,13 @@ def admit(
         created_at=now,
     )
     if connection.vendor == "postgresql" and not connection.in_atomic_block:
-        fast = _admit_pipelined(item, now)
+        fast = _admit_two_round_trips(item, now)
         if fast is not None:
             return fast
 
     with transaction.atomic():
-        queue, depth, existing_pk, gates_enabled = QueuePolicy.locked_for_admission(key)
+        queue, existing_pk, gates_enabled = QueuePolicy.locked_for_admission(key)
+        depth = queue.depth
         if existing_pk is not None:
             existing = ReviewItem.objects.get(pk=existing_pk)
             return AdmitResult("duplicate", existing, queue.mode, depth=depth)
@@ -278,57 +303,66 @@ def admit(
                     "incoming": outcome == "shed",
                 },
             )
-        _set_mode(queue, plan.mode, plan.depth, now)
+        _set_state(queue, plan.mode, plan.depth, now)
         return AdmitResult(outcome, item, queue.mode, shed_item=shed_item, depth=plan.depth)
 
 
-def _insert_statement(item: ReviewItem) -> tuple[str, tuple[Any, ...]]:
-    """The ORM's own INSERT ... RETURNING id for ``item`` (columns and value
-    conversion stay the model's), for sending through a pipeline."""
-    query = InsertQuery(ReviewItem)
-    query.insert_values([f for f in ReviewItem._meta.local_concrete_fields if not f.primary_key], [item])
-    compiler = query.get_compiler(connection=connection)
-    compiler.returning_fields = [ReviewItem._meta.pk]
-    ((sql, params),) = compiler.as_sql()
-    return sql, tuple(params)
+_INSERT_FIELDS = [f for f in ReviewItem._meta.local_concrete_fields if not f.primary_key]
+_insert_sql: dict[str, str] = {}
 
 
-def _admit_pipelined(item: ReviewItem, now: datetime) -> AdmitResult | None:
+def _insert_statement(item: ReviewItem) -> tuple[str, list[Any]]:
+    """The ORM's own INSERT ... RETURNING id for ``item``: the SQL is compiled
+    once per database vendor, the values are prepared per call exactly as the
+    ORM's insert compiler prepares them (pre_save, then get_db_prep_save)."""
+    params = [f.get_db_prep_save(f.pre_save(item, True), connection) for f in _INSERT_FIELDS]
+    sql = _insert_sql.get(connection.vendor)
+    if sql is None:
+        query = InsertQuery(ReviewItem)
+        query.insert_values(_INSERT_FIELDS, [item])
+        compiler = query.get_compiler(connection=connection)
+        compiler.returning_fields = [ReviewItem._meta.pk]
+        ((sql, _),) = compiler.as_sql()
+        _insert_sql[connection.vendor] = sql
+    return sql, params
+
+
+def _admit_two_round_trips(item: ReviewItem, now: datetime) -> AdmitResult | None:
     """admit() for PostgreSQL in two round trips instead of six.
 
     Admissions are serialised on the policy row lock, so every round trip
-    inside it is queue throughput. The same steps as the general path, sent
-    with psycopg's pipeline mode: (BEGIN, lock the policy row, read depth /
-    duplicate key / enabled gates once the lock is held), then the decision
-    by policy.plan_admission, then (INSERT, the mode change if any, COMMIT).
-    Returns None, having rolled back, whenever the general path must decide:
-    a first start, a duplicate key, enabled filter gates, or a full queue.
+    inside it is queue throughput. The same steps as the general path, each
+    batch sent as one multi-statement query: (BEGIN, take the queue lock,
+    read the policy row with its kept depth, the key and the gates), then the
+    decision by policy.plan_admission, then (INSERT, the new depth and mode,
+    the mode change if any, COMMIT). Returns None, having rolled back,
+    whenever the general path must decide: a first start, a duplicate key,
+    enabled gates, or a full queue.
     """
     items, rules = ReviewItem._meta.db_table, FilterRule._meta.db_table
     policies, modes = QueuePolicy._meta.db_table, ModeChange._meta.db_table
     connection.ensure_connection()
     pg = connection.connection
     with connection.wrap_database_errors:
-        lock, state, insert = pg.cursor(), pg.cursor(), pg.cursor()
+        cursor = pg.cursor()  # Django's client-side-binding cursor: several statements in one query
         try:
-            with pg.pipeline():
-                lock.execute("BEGIN")
-                lock.execute(
-                    f"SELECT mode, capacity, high_watermark, low_watermark FROM {policies} WHERE id = 1 FOR UPDATE"
-                )
-                # A statement of its own: it must see the rows committed while it waited for the lock.
-                state.execute(
-                    f"SELECT (SELECT COUNT(*) FROM {items} WHERE status IN (%s, %s)),"
-                    f" (SELECT id FROM {items} WHERE idempotency_key = %s),"
-                    f" (SELECT COUNT(*) FROM {rules} WHERE status = %s)",
-                    (*ReviewItem.WAITING, item.idempotency_key, FilterRule.Status.ENABLED),
-                )
-            row = lock.fetchone()
-            depth, existing_pk, gates = state.fetchone()
-            if row is None or existing_pk is not None or gates or depth >= row[1]:
-                pg.execute("ROLLBACK")
+            cursor.execute(
+                # The state is read by a statement after the one that waited for
+                # the lock, so it sees everything committed before the lock came.
+                "BEGIN; SELECT pg_advisory_xact_lock(%s);"
+                f" SELECT mode, capacity, high_watermark, low_watermark, depth,"
+                f" (SELECT id FROM {items} WHERE idempotency_key = %s),"
+                f" (SELECT COUNT(*) FROM {rules} WHERE status = %s)"
+                f" FROM {policies} WHERE id = 1",
+                (QUEUE_LOCK_KEY, item.idempotency_key, FilterRule.Status.ENABLED),
+            )
+            cursor.nextset()  # past BEGIN's empty result
+            cursor.nextset()  # past the lock's
+            row = cursor.fetchone()
+            if row is None or row[5] is not None or row[6] or row[4] >= row[1]:
+                cursor.execute("ROLLBACK")
                 return None
-            mode = policy.Mode(row[0])
+            mode, depth = policy.Mode(row[0]), row[4]
             plan = policy.plan_admission(
                 mode=mode,
                 depth=depth,
@@ -336,16 +370,13 @@ def _admit_pipelined(item: ReviewItem, now: datetime) -> AdmitResult | None:
                 incoming=policy.Candidate(priority=item.priority, arrived=now.timestamp(), key=None),
             )
             sql, params = _insert_statement(item)
-            with pg.pipeline():
-                insert.execute(sql, params)
-                if plan.mode is not mode:
-                    pg.execute(f"UPDATE {policies} SET mode = %s, updated_at = %s WHERE id = 1", (plan.mode.value, now))
-                    pg.execute(
-                        f"INSERT INTO {modes} (previous, mode, depth, created_at) VALUES (%s, %s, %s, %s)",
-                        (mode.value, plan.mode.value, plan.depth, now),
-                    )
-                pg.execute("COMMIT")
-            (item.pk,) = insert.fetchone()
+            sql += f"; UPDATE {policies} SET depth = %s, mode = %s, updated_at = %s WHERE id = 1"
+            params += [plan.depth, plan.mode.value, now]
+            if plan.mode is not mode:
+                sql += f"; INSERT INTO {modes} (previous, mode, depth, created_at) VALUES (%s, %s, %s, %s)"
+                params += [mode.value, plan.mode.value, plan.depth, now]
+            cursor.execute(sql + "; COMMIT", params)
+            (item.pk,) = cursor.fetchone()  # the first result: INSERT ... RETURNING id
         except BaseException:
             if not pg.closed and pg.info.transaction_status != TransactionStatus.IDLE:
                 pg.execute("ROLLBACK")
@@ -563,8 +594,7 @@ def decide(
             _propose_rules(queue, now)
         if verdict.counts_for_tuner:
             _retune(queue, verdict, now)
-        depth = queue_depth()
-        _set_mode(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, now)
+        _after_depth_change(queue, max(queue.depth - 1, 0), now)  # the item left the waiting set
         return verdict
 
 
@@ -598,8 +628,7 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
         item.lease_expires_at = now + timedelta(seconds=queue.lease_seconds)
         item.decided_at = None
         item.save(update_fields=["status", "lease_holder", "lease_expires_at", "decided_at", "updated_at"])
-        depth = queue_depth()
-        _set_mode(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, now)
+        _after_depth_change(queue, queue.depth + 1, now)  # the item is waiting again
         return item
 
 
@@ -626,7 +655,6 @@ def policy_update(*, user: AbstractBaseUser | None, changes: dict[str, object]) 
         PolicyAudit.objects.create(user=user, changes=diff)
         if "step_limit" in diff:
             StepLimitChange.objects.create(previous=before["step_limit"], step_limit=queue.step_limit, changed_by=user)
-        depth = queue_depth()
-        _set_mode(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, timezone.now())
+        _after_depth_change(queue, queue_depth(), timezone.now())  # new watermarks; recount while at it
         log.info("policy changed", extra={"changes": diff, "user": getattr(user, "username", None)})
         return queue

@@ -49,6 +49,7 @@ def seed_items(n: int) -> None:
         )
         for i in range(n)
     )
+    assert services.reconcile_depth() == n  # loaded behind the services' back
 
 
 def test_twenty_claimers_over_500_items_never_claim_the_same_item(make_user: Any) -> None:
