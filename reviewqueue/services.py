@@ -330,7 +330,7 @@ def _insert_statement(item: ReviewItem) -> tuple[str, list[Any]]:
 def _admit_two_round_trips(item: ReviewItem, now: datetime) -> AdmitResult | None:
     """admit() for PostgreSQL in two round trips instead of six.
 
-    Admissions are serialised on the policy row lock, so every round trip
+    Admissions are serialised on the queue lock, so every round trip
     inside it is queue throughput. The same steps as the general path, each
     batch sent as one multi-statement query: (BEGIN, take the queue lock,
     read the policy row with its kept depth, the key and the gates), then the
