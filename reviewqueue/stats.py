@@ -7,11 +7,12 @@ row limit or an aggregate, so the cost does not grow with the item history.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Min, Sum
+from django.db.models import Count, Min, QuerySet, Sum
 from django.utils import timezone
 
 from loops.stop_rules import wilson_interval
@@ -237,20 +238,21 @@ def shed_by_priority() -> dict[int, int]:
     return {row["priority"]: row["n"] for row in rows}
 
 
+def _count_by(queryset: QuerySet[Any], field: str, values: Sequence[str]) -> dict[str, int]:
+    """Rows per value of ``field``, with every listed value present (0 when absent)."""
+    out = {value: 0 for value in values}
+    out.update({row[field]: row["n"] for row in queryset.values(field).annotate(n=Count("pk"))})
+    return out
+
+
 def waiting_counts() -> dict[str, int]:
     """Pending and claimed items only: what the dashboard shows, read from
     waiting rows alone (status_counts() scans the whole history)."""
-    rows = ReviewItem.objects.filter(status__in=ReviewItem.WAITING).values("status").annotate(n=Count("pk"))
-    out = {s: 0 for s in ReviewItem.WAITING}
-    out.update({row["status"]: row["n"] for row in rows})
-    return out
+    return _count_by(ReviewItem.objects.filter(status__in=ReviewItem.WAITING), "status", ReviewItem.WAITING)
 
 
 def status_counts() -> dict[str, int]:
-    rows = ReviewItem.objects.values("status").annotate(n=Count("pk"))
-    out = {s: 0 for s in ReviewItem.Status.values}
-    out.update({row["status"]: row["n"] for row in rows})
-    return out
+    return _count_by(ReviewItem.objects.all(), "status", ReviewItem.Status.values)
 
 
 def lease_expiries_total() -> int:
@@ -258,17 +260,11 @@ def lease_expiries_total() -> int:
 
 
 def decisions_total() -> dict[str, int]:
-    rows = Verdict.objects.values("decision").annotate(n=Count("pk"))
-    out = {d: 0 for d in Verdict.Decision.values}
-    out.update({row["decision"]: row["n"] for row in rows})
-    return out
+    return _count_by(Verdict.objects.all(), "decision", Verdict.Decision.values)
 
 
 def loop_outcomes() -> dict[str, int]:
-    rows = LoopRun.objects.values("outcome").annotate(n=Count("pk"))
-    out = {o: 0 for o in LoopRun.Outcome.values}
-    out.update({row["outcome"]: row["n"] for row in rows})
-    return out
+    return _count_by(LoopRun.objects.all(), "outcome", LoopRun.Outcome.values)
 
 
 def snapshot(*, window: timedelta = RATE_WINDOWS[DEFAULT_RATE_WINDOW], now: datetime | None = None) -> dict[str, Any]:
