@@ -237,10 +237,6 @@ class ReviewItem(models.Model):
     def __str__(self) -> str:
         return f"#{self.pk} {self.task_id or 'item'} ({self.status})"
 
-    @property
-    def is_waiting(self) -> bool:
-        return self.status in self.WAITING
-
     def candidate(self) -> policy.Candidate:
         return policy.Candidate(priority=self.priority, arrived=self.created_at.timestamp(), key=self.pk)
 
