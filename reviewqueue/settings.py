@@ -222,6 +222,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
     else {}  # the SQLAlchemy transport hands its options to create_engine()
 )
+# kombu's Redis transport, with the fix in reviewqueue/broker.py that keeps a
+# worker alive when Redis goes away while it holds unacknowledged tasks.
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT = "reviewqueue.broker:Transport"
 # Producers retry a failed publish with backoff (about 3 s in all) before
 # submit_loop reports the broker unavailable; the run row is already stored.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 4, "interval_start": 0.25, "interval_step": 0.5, "interval_max": 1.5}

@@ -191,3 +191,26 @@ def redis_queue_length(url: str) -> int:
     import redis
 
     return int(redis.Redis.from_url(url).llen("celery"))
+
+
+def test_a_channel_whose_connection_is_gone_raises_a_connection_error(tmp_path: Path) -> None:
+    # The kombu 5.7 failure reviewqueue.broker works around: after Celery
+    # replaces a lost connection, the old channel still acknowledges or
+    # restores messages. kombu's own transport then fails with AttributeError,
+    # which kills the worker; ours raises the connection error Celery logs and survives.
+    from kombu import Connection
+    from kombu.transport.redis import Transport as KombuTransport
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from reviewqueue.broker import Transport
+
+    with private_redis(tmp_path) as redis:
+        for transport, error in [(KombuTransport, AttributeError), (Transport, RedisConnectionError)]:
+            conn = Connection(redis.url, transport=transport)
+            channel = conn.channel()
+            channel.client.ping()  # a working channel first
+            conn.transport.client = None  # what closing the lost connection leaves behind
+            with pytest.raises(error):
+                channel.basic_ack("a-delivery-tag")
+            conn.transport.client = conn
+            conn.release()
