@@ -8,6 +8,7 @@ randomness comes in as an explicit ``random.Random``.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -122,6 +123,26 @@ def plan_admission(
     victim = choose_victim(sheddable, incoming)
     enqueue = victim is not incoming and victim.key != incoming.key
     return AdmissionPlan(enqueue, victim, depth, next_mode(mode, depth, marks))
+
+
+def plain_enqueue_depths(mode: Mode, marks: Watermarks) -> range:
+    """The depths at which plan_admission simply enqueues an arrival and
+    leaves the mode as it is (nothing shed, no watermark crossed).
+
+    The same decision for a whole range of depths is what lets the live queue
+    apply it in one statement that checks the range, so concurrent
+    admissions and verdicts moving the depth inside it never conflict
+    (``services._admit_one_statement``); at any other depth plan_admission
+    decides. Integer depth ``d + 1 <= high_depth`` is ``d + 1 <= floor(high_depth)``,
+    and ``d + 1 >= low_depth`` is ``d + 1 >= ceil(low_depth)``.
+    """
+    below_capacity = marks.capacity - 2  # the depth after the arrival stays below capacity
+    if mode is Mode.NORMAL:  # stays normal up to the high watermark, inclusive
+        return range(min(below_capacity, math.floor(marks.high_depth) - 1) + 1)
+    if mode is Mode.DRAFT:  # stays draft down to the low watermark, inclusive
+        return range(max(0, math.ceil(marks.low_depth) - 1), below_capacity + 1)
+    # Shedding stays shedding only if the arrival fills the queue exactly.
+    return range(marks.capacity - 1, marks.capacity)
 
 
 @dataclass(frozen=True)

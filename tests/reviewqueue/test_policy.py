@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reviewqueue.policy import (
     FILTER_GATES,
@@ -18,6 +20,7 @@ from reviewqueue.policy import (
     choose_victim,
     loop_runs_draft,
     next_mode,
+    plain_enqueue_depths,
     plan_admission,
     proposed_filter_rules,
     sample_for_audit,
@@ -141,6 +144,37 @@ def test_it_keeps_depth_at_capacity_while_shedding() -> None:
         mode=Mode.DRAFT, depth=50, marks=MARKS, incoming=Candidate(1, 9.0, "n"), sheddable=[Candidate(1, 1.0, "o")]
     )
     assert plan.depth == 50 and plan.mode is Mode.SHEDDING
+
+
+def is_plain_enqueue(mode: Mode, depth: int, marks: Watermarks) -> bool:
+    plan = plan_admission(mode=mode, depth=depth, marks=marks, incoming=Candidate(1, 9.0, "n"), sheddable=[])
+    return plan.enqueue and plan.shed is None and plan.mode is mode
+
+
+def test_it_names_the_depths_where_an_arrival_is_a_plain_enqueue() -> None:
+    # capacity 50, high at 40, low at 15: normal stays normal while the arrival
+    # lands at 40 at most; draft stays draft while it lands at 15 or more and
+    # below capacity; shedding stays shedding only if the arrival fills the queue.
+    assert plain_enqueue_depths(Mode.NORMAL, MARKS) == range(40)
+    assert plain_enqueue_depths(Mode.DRAFT, MARKS) == range(14, 49)
+    assert plain_enqueue_depths(Mode.SHEDDING, MARKS) == range(49, 50)
+
+
+@given(
+    capacity=st.integers(min_value=1, max_value=300),
+    high=st.floats(min_value=0.001, max_value=1.0),
+    low_share=st.floats(min_value=0.0, max_value=0.999),
+    mode=st.sampled_from(list(Mode)),
+)
+def test_the_plain_enqueue_depths_agree_with_plan_admission_at_every_depth(
+    capacity: int, high: float, low_share: float, mode: Mode
+) -> None:
+    # The live queue's one-statement admission applies this range in SQL; at
+    # every depth, in and out of it, it must say what plan_admission decides.
+    marks = Watermarks(capacity=capacity, high=high, low=high * low_share)
+    depths = plain_enqueue_depths(mode, marks)
+    for depth in range(capacity + 3):
+        assert (depth in depths) == is_plain_enqueue(mode, depth, marks), depth
 
 
 # --- tuner ---------------------------------------------------------------------------
