@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection, models
+from django.db import models
 from django.db.models import Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -40,10 +40,6 @@ class CutoffReason(models.TextChoices):
     DRAFT = "draft", "draft mode: one attempt, no fix loop"
     SAMPLED = "sampled", "auto-passed, sampled for audit"
     EXTERNAL = "external", "pushed by a producer"
-
-
-# pg_advisory_xact_lock key of the queue: "rq" in ASCII, any constant would do.
-QUEUE_LOCK_KEY = 0x7271
 
 
 class QueuePolicy(models.Model):
@@ -99,15 +95,13 @@ class QueuePolicy(models.Model):
 
     @classmethod
     def locked(cls) -> QueuePolicy:
-        """The policy row under a row lock; call inside transaction.atomic()."""
+        """The policy row under a row lock; call inside transaction.atomic().
+
+        The row lock is the queue's lock: every writer of queue state takes it
+        here, or, for admit()'s one-statement path on PostgreSQL, by updating
+        the row (see services._admit_one_statement)."""
         # One query on every call but the very first: admit() and decide() run
         # this per item, and the row exists from then on.
-        if connection.vendor == "postgresql":
-            # The queue's lock. An advisory lock writes no WAL (a row lock does),
-            # which keeps admit()'s two-round-trip path cheap; every writer of
-            # queue state takes it, and the row lock below stays as a backstop.
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [QUEUE_LOCK_KEY])
         row = cls.objects.select_for_update().filter(pk=1).first()
         if row is not None:
             return row

@@ -9,22 +9,23 @@ changes are serialised in every database.
 from __future__ import annotations
 
 import logging
+import operator
+import threading
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F
-from django.db.models.sql import InsertQuery
 from django.utils import timezone
-from psycopg.pq import TransactionStatus
 
 from . import policy
 from .models import (
-    QUEUE_LOCK_KEY,
     CircuitBreakerEntry,
     CutoffReason,
     FilterRule,
@@ -39,6 +40,8 @@ from .models import (
 )
 
 log = logging.getLogger(__name__)
+_CUTOFF_REASONS = frozenset(CutoffReason.values)
+_LABELS = frozenset(ReviewItem.Label.values)
 
 TRUNCATION_MARKER = "\n\n[reviewqueue: output truncated, {omitted} of {total} characters omitted]"
 
@@ -89,9 +92,15 @@ def clean_text(value: str | bytes | None, *, limit: int | None = None) -> tuple[
     if isinstance(value, bytes):
         text = value.decode("utf-8", errors="replace")
     else:
-        # Lone surrogates (invalid UTF-8 smuggled through JSON escapes) become U+FFFD.
-        text = str(value).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    text = text.replace("\x00", "\ufffd")
+        text = str(value)
+        if not text.isascii():  # O(1) for str: most text needs no further look
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                # Lone surrogates (invalid UTF-8 smuggled through JSON escapes) become U+FFFD.
+                text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
     if limit is not None and len(text) > limit:
         marker = TRUNCATION_MARKER.format(omitted=len(text) - limit, total=len(text))
         return text[:limit] + marker, True
@@ -194,9 +203,9 @@ def admit(
         raise InvalidInput("idempotency_key", "is required, at most 200 characters")
     if not key.isprintable():
         raise InvalidInput("idempotency_key", "must be printable text (no control characters)")
-    if cutoff_reason not in CutoffReason.values:
+    if cutoff_reason not in _CUTOFF_REASONS:
         raise InvalidInput("cutoff_reason", f"must be one of {', '.join(CutoffReason.values)}")
-    if label not in ReviewItem.Label.values:
+    if label not in _LABELS:
         raise InvalidInput("label", f"must be one of {', '.join(ReviewItem.Label.values)}")
     if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
         raise InvalidInput("priority", "must be an integer in [-1000, 1000]")
@@ -227,14 +236,16 @@ def admit(
         producer=_short(producer, 100),
         created_at=now,
     )
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
-        fast = _admit_two_round_trips(item, now)
+    db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: the proxy costs a lookup per attribute
+    if db.vendor == "postgresql" and not db.in_atomic_block:
+        fast = _admit_one_statement(db, item, now)
         if fast is not None:
             return fast
 
     with transaction.atomic():
         queue, existing_pk, gates_enabled = QueuePolicy.locked_for_admission(key)
         depth = queue.depth
+        _remember(queue, gates_enabled)
         if existing_pk is not None:
             existing = ReviewItem.objects.get(pk=existing_pk)
             return AdmitResult("duplicate", existing, queue.mode, depth=depth)
@@ -304,88 +315,130 @@ def admit(
                 },
             )
         _set_state(queue, plan.mode, plan.depth, now)
+        _remember(queue, gates_enabled)
         return AdmitResult(outcome, item, queue.mode, shed_item=shed_item, depth=plan.depth)
 
 
+@dataclass(frozen=True)
+class _SeenState:
+    """The queue's mode, watermarks and gates as an admission in this process
+    last saw them: a hint for the next admission, which the database verifies."""
+
+    mode: policy.Mode
+    marks: policy.Watermarks
+    gates: bool
+
+
+_seen: _SeenState | None = None
 _INSERT_FIELDS = [f for f in ReviewItem._meta.local_concrete_fields if not f.primary_key]
-_insert_sql: dict[str, str] = {}
+# The item's values in column order. Its fields are text, integers, booleans,
+# aware datetimes and one nullable key, which Django's get_db_prep_save passes
+# to psycopg unchanged (tests/reviewqueue/test_admit_one_statement.py checks this).
+_insert_values = operator.attrgetter(*(f.attname for f in _INSERT_FIELDS))
+_admission_statements: tuple[str, str] | None = None
+_cursors = threading.local()
 
 
-def _insert_statement(item: ReviewItem) -> tuple[str, list[Any]]:
-    """The ORM's own INSERT ... RETURNING id for ``item``: the SQL is compiled
-    once per database vendor, the values are prepared per call exactly as the
-    ORM's insert compiler prepares them (pre_save, then get_db_prep_save)."""
-    params = [f.get_db_prep_save(f.pre_save(item, True), connection) for f in _INSERT_FIELDS]
-    sql = _insert_sql.get(connection.vendor)
-    if sql is None:
-        query = InsertQuery(ReviewItem)
-        query.insert_values(_INSERT_FIELDS, [item])
-        compiler = query.get_compiler(connection=connection)
-        compiler.returning_fields = [ReviewItem._meta.pk]
-        ((sql, _),) = compiler.as_sql()
-        _insert_sql[connection.vendor] = sql
-    return sql, params
+def _remember(queue: QueuePolicy, gates: bool) -> None:
+    global _seen
+    _seen = _SeenState(policy.Mode(queue.mode), queue.watermarks(), gates)
 
 
-def _admit_two_round_trips(item: ReviewItem, now: datetime) -> AdmitResult | None:
-    """admit() for PostgreSQL in two round trips instead of six.
+def _admission_sql(db: BaseDatabaseWrapper) -> tuple[str, str]:
+    """(the one-statement admission, the state read), built once from the models."""
+    global _admission_statements
+    if _admission_statements is None:
+        qn = db.ops.quote_name
+        items, rules = qn(ReviewItem._meta.db_table), qn(FilterRule._meta.db_table)
+        policies = qn(QueuePolicy._meta.db_table)
+        gates = f"EXISTS (SELECT 1 FROM {rules} WHERE status = %s)"
+        # Every value carries its column's type: INSERT ... SELECT would take
+        # an untyped parameter (a NULL) for text. Text columns are cast to text,
+        # not varchar(n), which would truncate silently instead of failing.
+        casts = [
+            "text" if f.get_internal_type() in {"CharField", "TextField"} else f.db_type(db) for f in _INSERT_FIELDS
+        ]
+        apply = (
+            f"WITH counted AS (UPDATE {policies} SET depth = depth + 1, updated_at = %s"
+            " WHERE id = 1 AND mode = %s AND depth BETWEEN %s AND %s"
+            f" AND capacity = %s AND high_watermark = %s AND low_watermark = %s AND NOT {gates}"
+            " RETURNING depth),"
+            f" inserted AS (INSERT INTO {items} ({', '.join(qn(f.column) for f in _INSERT_FIELDS)})"
+            f" SELECT {', '.join(f'%s::{cast}' for cast in casts)} FROM counted RETURNING id)"
+            " SELECT inserted.id, counted.depth FROM inserted, counted"
+        )
+        read = f"SELECT mode, depth, capacity, high_watermark, low_watermark, {gates} FROM {policies} WHERE id = 1"
+        _admission_statements = (apply, read)
+    return _admission_statements
 
-    Admissions are serialised on the queue lock, so every round trip
-    inside it is queue throughput. The same steps as the general path, each
-    batch sent as one multi-statement query: (BEGIN, take the queue lock,
-    read the policy row with its kept depth, the key and the gates), then the
-    decision by policy.plan_admission, then (INSERT, the new depth and mode,
-    the mode change if any, COMMIT). Returns None, having rolled back,
-    whenever the general path must decide: a first start, a duplicate key,
-    enabled gates, or a full queue.
+
+def _admission_cursor(pg: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """A server-side-binding cursor on this thread's connection, kept while
+    the connection lives: its statements are prepared once per connection,
+    and its adapters are looked up once."""
+    kept = getattr(_cursors, "kept", None)
+    if kept is None or kept.connection is not pg:
+        kept = _cursors.kept = psycopg.Cursor(pg)
+    return kept
+
+
+def _admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetime) -> AdmitResult | None:
+    """admit() for PostgreSQL outside a transaction: one prepared statement.
+
+    In most states the policy's decision for an arrival is the same for a
+    whole range of depths: enqueue it, shed nothing, keep the mode
+    (policy.plain_enqueue_depths, which agrees with plan_admission at every
+    depth). With the mode and watermarks this process last saw, one statement
+    adds 1 to the policy row's depth WHERE the mode, the watermarks and the
+    gates are still as seen and the depth is inside that range, and inserts
+    the item from the updated row, so the insert happens only if the update
+    did. The UPDATE takes the row lock that every writer of queue state holds,
+    and under READ COMMITTED it re-evaluates its WHERE on the newest row
+    version after waiting, so concurrent admissions and verdicts never make
+    it wrong, and, as long as they keep the depth inside the range, never make
+    it miss. After a miss it re-reads the state once and tries again.
+
+    Returns None, having changed nothing, whenever plan_admission must decide
+    on the general path: outside the range (a watermark crossed, shedding), a
+    filter gate on, the key admitted before (the unique violation rolls the
+    whole statement back, the update included), or the state still moving.
     """
-    items, rules = ReviewItem._meta.db_table, FilterRule._meta.db_table
-    policies, modes = QueuePolicy._meta.db_table, ModeChange._meta.db_table
-    connection.ensure_connection()
-    pg = connection.connection
-    with connection.wrap_database_errors:
-        cursor = pg.cursor()  # Django's client-side-binding cursor: several statements in one query
-        try:
-            cursor.execute(
-                # The state is read by a statement after the one that waited for
-                # the lock, so it sees everything committed before the lock came.
-                "BEGIN; SELECT pg_advisory_xact_lock(%s);"
-                f" SELECT mode, capacity, high_watermark, low_watermark, depth,"
-                f" (SELECT id FROM {items} WHERE idempotency_key = %s),"
-                f" (SELECT COUNT(*) FROM {rules} WHERE status = %s)"
-                f" FROM {policies} WHERE id = 1",
-                (QUEUE_LOCK_KEY, item.idempotency_key, FilterRule.Status.ENABLED),
-            )
-            cursor.nextset()  # past BEGIN's empty result
-            cursor.nextset()  # past the lock's
-            row = cursor.fetchone()
-            if row is None or row[5] is not None or row[6] or row[4] >= row[1]:
-                cursor.execute("ROLLBACK")
+    global _seen
+    apply_sql, read_sql = _admission_sql(db)
+    db.ensure_connection()
+    with db.wrap_database_errors:
+        cursor = _admission_cursor(db.connection)
+        for attempt in range(2):
+            state, depth = _seen, None
+            if state is None or attempt:
+                cursor.execute(read_sql, (FilterRule.Status.ENABLED,), prepare=True)
+                row = cursor.fetchone()
+                if row is None:  # a first start: the general path creates the policy row
+                    return None
+                marks = policy.Watermarks(capacity=row[2], high=row[3], low=row[4])
+                state = _seen = _SeenState(policy.Mode(row[0]), marks, row[5])
+                depth = row[1]
+            depths = policy.plain_enqueue_depths(state.mode, state.marks)
+            if state.gates or not depths or (depth is not None and depth not in depths):
                 return None
-            mode, depth = policy.Mode(row[0]), row[4]
-            plan = policy.plan_admission(
-                mode=mode,
-                depth=depth,
-                marks=policy.Watermarks(capacity=row[1], high=row[2], low=row[3]),
-                incoming=policy.Candidate(priority=item.priority, arrived=now.timestamp(), key=None),
-            )
-            sql, params = _insert_statement(item)
-            sql += f"; UPDATE {policies} SET depth = %s, mode = %s, updated_at = %s WHERE id = 1"
-            params += [plan.depth, plan.mode.value, now]
-            if plan.mode is not mode:
-                sql += f"; INSERT INTO {modes} (previous, mode, depth, created_at) VALUES (%s, %s, %s, %s)"
-                params += [mode.value, plan.mode.value, plan.depth, now]
-            cursor.execute(sql + "; COMMIT", params)
-            (item.pk,) = cursor.fetchone()  # the first result: INSERT ... RETURNING id
-        except BaseException:
-            if not pg.closed and pg.info.transaction_status != TransactionStatus.IDLE:
-                pg.execute("ROLLBACK")
-            raise
-    item._state.adding = False
-    item._state.db = connection.alias
-    if plan.mode is not mode:
-        log.info("queue mode changed", extra={"previous": mode.value, "mode": plan.mode.value, "depth": plan.depth})
-    return AdmitResult("enqueued", item, plan.mode.value, depth=plan.depth)
+            item.updated_at = now  # what pre_save of the auto_now field would do
+            marks = state.marks
+            try:
+                cursor.execute(
+                    apply_sql,
+                    (now, state.mode.value, depths[0], depths[-1], marks.capacity, marks.high, marks.low)
+                    + (FilterRule.Status.ENABLED, *_insert_values(item)),
+                    prepare=True,
+                )
+            except psycopg.errors.UniqueViolation:
+                return None  # a duplicate key: the general path answers with the first item
+            applied = cursor.fetchone()
+            if applied is not None:
+                item.pk, depth = applied
+                item._state.adding = False
+                item._state.db = db.alias
+                return AdmitResult("enqueued", item, state.mode.value, depth=depth)
+    return None
 
 
 def _run_filter_gates(output: str) -> list[str]:

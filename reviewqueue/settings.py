@@ -118,6 +118,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_reviewqueue.sqlite3")}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django turns prepared statements off for the sake of connection poolers.
+    # The ORM's own queries stay unprepared either way (client-side binding);
+    # this lets admit()'s one-statement path prepare its statement once per
+    # connection, which more than halves its cost. Set 0 behind a pooler that
+    # cannot keep prepared statements (PgBouncer before 1.21 in transaction mode).
+    DATABASES["default"]["OPTIONS"] = {"prepare_threshold": 5 if envbool("DB_PREPARED_STATEMENTS", True) else None}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")

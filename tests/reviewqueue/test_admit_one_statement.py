@@ -1,0 +1,206 @@
+"""admit()'s one-statement path on PostgreSQL (services._admit_one_statement):
+it must store exactly what the general path stores, hand over to it whenever
+the policy must decide, and never let a stale view of the queue through.
+
+These tests run outside any transaction (django_db(transaction=True)), as
+producers do; inside one, admit() always takes the general path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from reviewqueue import policy, services
+from reviewqueue.models import FilterRule, ModeChange, QueuePolicy, ReviewItem
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement path is PostgreSQL's"),
+]
+
+
+@pytest.fixture
+def paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Which path each admit() took: "one statement" or "general"."""
+    taken: list[str] = []
+    inner = services._admit_one_statement
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        result = inner(*args, **kwargs)
+        taken.append("one statement" if result is not None else "general")
+        return result
+
+    monkeypatch.setattr(services, "_admit_one_statement", spy)
+    yield taken
+
+
+def output(key: str, **overrides: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "idempotency_key": key,
+        "task_description": "Write is_even(n)",
+        "final_output": "def is_even(n):\n    return n % 2 == 0\n",
+        "cutoff_reason": "step_limit",
+        "last_error": "AssertionError: check_2",
+        "attempt_count": 5,
+        "task_id": "is_even",
+        "task_kind": "code",
+        "source_run_id": "run-1",
+        "producer": "worker-1",
+        "priority": 2,
+        "draft": True,
+        "label": "sampled",
+    }
+    return {**fields, **overrides}
+
+
+def kept_equals_counted() -> bool:
+    return QueuePolicy.current().depth == services.queue_depth()
+
+
+def test_it_stores_what_the_general_path_stores(paths: list[str]) -> None:
+    services.admit(**output("general-0"))  # a first start: the general path creates the policy row
+    fast = services.admit(**output("fast"))
+    with transaction.atomic():  # inside a transaction admit() always takes the general path
+        general = services.admit(**output("general"))
+    assert paths == ["general", "one statement"]
+    assert fast.outcome == general.outcome == "enqueued"
+    assert (fast.depth, general.depth) == (2, 3) and kept_equals_counted()
+
+    def stored(pk: int) -> dict[str, Any]:
+        row = ReviewItem.objects.filter(pk=pk).values().get()
+        return {k: v for k, v in row.items() if k not in {"id", "idempotency_key", "created_at", "updated_at"}}
+
+    assert stored(fast.item.pk) == stored(general.item.pk)
+    assert stored(fast.item.pk)["status"] == "pending" and stored(fast.item.pk)["draft"] is True
+    # the returned item is the stored row, usable as a saved model instance
+    assert fast.item.pk == ReviewItem.objects.get(idempotency_key="fast").pk and not fast.item._state.adding
+    row = ReviewItem.objects.get(pk=fast.item.pk)
+    assert row.created_at == row.updated_at == fast.item.created_at
+
+
+def test_its_values_are_what_the_orm_would_send() -> None:
+    # The statement sends the model's attributes as they are; Django's own
+    # preparation must not change any of them for these field types.
+    now = services.timezone.now()
+    item = ReviewItem(**{**output("prep"), "created_at": now, "updated_at": now, "output_truncated": True})
+    prepared = [f.get_db_prep_save(getattr(item, f.attname), connection) for f in services._INSERT_FIELDS]
+    assert list(services._insert_values(item)) == prepared
+
+
+def test_a_duplicate_key_changes_nothing_and_answers_with_the_first_item(paths: list[str]) -> None:
+    services.admit(**output("warm"))
+    first = services.admit(**output("same"))
+    again = services.admit(**output("same", final_output="something else"))
+    assert paths[1:] == ["one statement", "general"]  # the unique violation hands over
+    assert again.outcome == "duplicate" and again.item.pk == first.item.pk
+    # the statement's depth update was rolled back with the refused insert
+    assert QueuePolicy.current().depth == 2 and kept_equals_counted()
+
+
+def test_crossing_a_watermark_is_decided_and_logged_by_the_general_path(paths: list[str]) -> None:
+    services.policy_update(user=None, changes={"capacity": 10, "high_watermark": 0.5, "low_watermark": 0.2})
+    results = [services.admit(**output(f"w{i}")) for i in range(11)]
+    # normal up to depth 5, draft above it, shedding at capacity 10; then the
+    # oldest waiting item of the same priority makes room for the newest
+    assert [r.mode for r in results] == ["normal"] * 5 + ["draft"] * 4 + ["shedding"] * 2
+    assert paths == ["one statement"] * 5 + ["general"] + ["one statement"] * 3 + ["general"] * 2
+    assert list(ModeChange.objects.order_by("pk").values_list("previous", "mode", "depth")) == [
+        ("normal", "draft", 6),
+        ("draft", "shedding", 10),
+    ]
+    last = results[-1]
+    assert last.outcome == "enqueued" and last.shed_item is not None and last.shed_item.idempotency_key == "w0"
+    assert kept_equals_counted()
+
+
+def test_a_stale_view_of_the_policy_is_caught_and_reread(paths: list[str]) -> None:
+    services.admit(**output("a"))
+    services.admit(**output("b"))
+    # Another process changes the watermarks behind this one's back: the
+    # remembered state is stale, the statement finds the row changed.
+    QueuePolicy.objects.filter(pk=1).update(capacity=4, high_watermark=0.5)
+    stale = services._seen
+    assert stale is not None and stale.marks.capacity != 4
+    third = services.admit(**output("c"))
+    # depth 2 -> 3 of 4 crosses the high mark at 2: draft, which the general path decides
+    assert paths == ["general", "one statement", "general"]
+    assert third.mode == "draft" and third.depth == 3 and kept_equals_counted()
+
+
+def test_a_verdict_moving_the_depth_does_not_make_it_miss(paths: list[str], reviewer: Any) -> None:
+    for i in range(4):
+        services.admit(**output(f"d{i}"))
+    item = services.claim(reviewer=reviewer)
+    assert item is not None
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+    after = services.admit(**output("after"))
+    assert paths == ["general"] + ["one statement"] * 4
+    assert after.depth == 4 and kept_equals_counted()
+
+
+def test_an_enabled_gate_hands_over_to_the_general_path(paths: list[str]) -> None:
+    services.admit(**output("before"))
+    gate, description = policy.FILTER_GATES["code_error"]
+    FilterRule.objects.create(label="code_error", gate=gate, description=description, status=FilterRule.Status.ENABLED)
+    filtered = services.admit(**output("prose", final_output="def broken(:\n    pass"))
+    assert paths == ["general", "general"]
+    assert filtered.outcome == "filtered" and kept_equals_counted()
+
+
+def test_it_works_without_prepared_statements(paths: list[str]) -> None:
+    # DB_PREPARED_STATEMENTS=0 (behind a pooler that cannot keep them)
+    services.admit(**output("warm"))
+    connection.ensure_connection()
+    connection.connection.prepare_threshold = None
+    try:
+        result = services.admit(**output("unprepared"))
+    finally:
+        connection.connection.prepare_threshold = 5
+    assert paths == ["general", "one statement"] and result.outcome == "enqueued" and kept_equals_counted()
+
+
+def test_bad_input_is_cleaned_on_this_path_too(paths: list[str], settings: Any) -> None:
+    settings.REVIEWQUEUE_MAX_OUTPUT_CHARS = 1000
+    services.admit(**output("warm"))
+    result = services.admit(
+        **output(
+            "hostile",
+            final_output=b"\x00\xff<script>alert(1)</script>" + b"x" * 5000,
+            task_description="caf\u00e9 \ud800 done",
+            last_error="bad\x00byte",
+        )
+    )
+    assert paths == ["general", "one statement"]
+    row = ReviewItem.objects.get(pk=result.item.pk)
+    assert row.output_truncated and "output truncated" in row.final_output
+    assert row.final_output.startswith("\ufffd\ufffd<script>")  # stored as text; the page escapes it
+    assert row.task_description == "caf\u00e9 \ufffd done" and row.last_error == "bad\ufffdbyte"
+
+
+def test_concurrent_admissions_and_verdicts_keep_the_depth_exact(
+    paths: list[str], make_user: Callable[..., Any]
+) -> None:
+    from tests.reviewqueue.test_concurrency import in_threads
+
+    services.policy_update(user=None, changes={"capacity": 1000})
+    reviewers = [make_user(f"c{i}", "reviewer") for i in range(2)]
+    for i in range(10):
+        services.admit(**output(f"seed{i}"))
+
+    def work(i: int) -> None:
+        if i < 4:
+            for j in range(40):
+                services.admit(**output(f"p{i}-{j}"))
+        else:
+            for _ in range(15):
+                item = services.claim(reviewer=reviewers[i - 4])
+                if item is not None:
+                    services.decide(item_id=item.pk, reviewer=reviewers[i - 4], approve=True)
+
+    in_threads(6, work)
+    assert ReviewItem.objects.count() == 170
+    assert kept_equals_counted()
+    assert paths.count("one statement") >= 150  # verdicts moving the depth did not send them elsewhere
