@@ -78,6 +78,10 @@ def demo_logins() -> dict[str, str]:
     return json.loads(path.read_text())
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def demo(port: int = 8000) -> int:
     ensure_venv()
     env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "1"), "PYTHONUNBUFFERED": "1"}
@@ -130,6 +134,7 @@ def demo(port: int = 8000) -> int:
         "  loops of the built-in suite are filling the queue; Ctrl-C stops everything\n",
         flush=True,
     )
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` or a supervisor stops it like Ctrl-C
     try:
         while all(p.poll() is None for p in procs):
             time.sleep(1)
