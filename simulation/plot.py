@@ -26,6 +26,15 @@ def _marks(ax: plt.Axes, summary: Summary) -> None:
     ax.axhline(sc.low_watermark * sc.capacity, color="tab:green", ls="--", lw=1, label="low watermark")
 
 
+def _save(fig: plt.Figure, path: str | Path) -> Path:
+    """Lay out, write as PNG and release the figure."""
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
 def plot_depth(summary: Summary, path: str | Path, title: str = "") -> Path:
     """Mean depth per minute (with the 5-95 % band across replications) and the watermarks."""
     mean, lo, hi = _depth_band(summary)
@@ -44,11 +53,7 @@ def plot_depth(summary: Summary, path: str | Path, title: str = "") -> Path:
         f"{sc.review_per_min:g}/min, backpressure {'on' if sc.backpressure else 'off'}"
     )
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(fig, path)
 
 
 def plot_compare(summaries: dict[str, Summary], path: str | Path, title: str) -> Path:
@@ -68,8 +73,4 @@ def plot_compare(summaries: dict[str, Summary], path: str | Path, title: str) ->
     bottom.set_ylabel("step limit (mean)")
     bottom.set_xlabel("minute")
     bottom.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(fig, path)
