@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
+BWRAP = Path("/usr/bin/bwrap")
 
 
 def sh(*args: str | Path, env: dict[str, str] | None = None) -> None:
@@ -47,13 +48,26 @@ def ensure_venv() -> None:
     stamp.write_bytes(pyproject)
 
 
+def apt_install(*packages: str) -> bool:
+    """Install Debian packages when we may (root with apt); False when we may not."""
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return False
+    print(f"installing Debian's {' and '.join(packages)} ...", flush=True)
+    sh("apt-get", "update", "-qq")
+    sh("apt-get", "install", "-y", "-qq", *packages, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    return True
+
+
+def ensure_bubblewrap() -> None:
+    """The red line's sandbox. Without it, loops refuse producer-submitted checks (fail closed)."""
+    if not BWRAP.exists():
+        apt_install("bubblewrap")
+
+
 def ensure_chromium() -> None:
     if CHROMIUM.exists():
         return
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        print("installing Debian's chromium for the browser tests ...", flush=True)
-        sh("apt-get", "update", "-qq")
-        sh("apt-get", "install", "-y", "-qq", "chromium", env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if apt_install("chromium"):
         return
     sys.exit(
         f"browser tests need Chromium at {CHROMIUM}: install it (apt-get install chromium) "
@@ -63,6 +77,7 @@ def ensure_chromium() -> None:
 
 def test(args: list[str]) -> int:
     ensure_venv()
+    ensure_bubblewrap()
     if "not browser" not in " ".join(args):
         ensure_chromium()
     return subprocess.call([str(PY), "-m", "pytest", *args], cwd=ROOT)
@@ -84,6 +99,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def demo(port: int = 8000) -> int:
     ensure_venv()
+    ensure_bubblewrap()
     env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "1"), "PYTHONUNBUFFERED": "1"}
     manage = [str(PY), "manage.py"]
     sh(*manage, "migrate", "--no-input", "-v", "0", env=env)
@@ -160,6 +176,7 @@ def main(argv: list[str]) -> int:
         return demo(int(os.environ.get("PORT", "8000")))
     if argv[0] == "setup":
         ensure_venv()
+        ensure_bubblewrap()
         return 0
     return test(argv[1:])
 

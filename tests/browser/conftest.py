@@ -62,19 +62,35 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def new_context(browser: Any) -> Iterator[Callable[..., Any]]:
+def console_errors() -> list[str]:
+    """Every console error and uncaught page error of the test's pages.
+
+    A test that provokes an error on purpose (a 403 page, say) removes what it
+    expected from this list; anything left fails the test at teardown.
+    """
+    return []
+
+
+@pytest.fixture
+def new_context(browser: Any, console_errors: list[str]) -> Iterator[Callable[..., Any]]:
     contexts: list[Any] = []
+
+    def watch(page: Any) -> None:
+        page.on("console", lambda msg: msg.type == "error" and console_errors.append(f"{page.url}: {msg.text}"))
+        page.on("pageerror", lambda exc: console_errors.append(f"{page.url}: uncaught {exc}"))
 
     def make(**kwargs: Any) -> Any:
         kwargs.setdefault("viewport", {"width": 1280, "height": 900})
         context = browser.new_context(**kwargs)
         context.set_default_timeout(10_000)
+        context.on("page", watch)
         contexts.append(context)
         return context
 
     yield make
     for context in contexts:
         context.close()
+    assert console_errors == [], "console errors in the browser:\n" + "\n".join(console_errors)
 
 
 @pytest.fixture
