@@ -226,9 +226,13 @@ def _evaluate(task: Task, output: str, reply: AgentReply, config: LoopConfig, at
 
 def _grade(task: Task, result: _Attempt, trace: _Trace) -> None:
     """Record the attempt's grade: checks passed (0 when they did not run),
-    or its score; what the regression guard and the best-attempt choice read."""
+    or its score; what the regression guard and the best-attempt choice read.
+    An attempt with no answer (the agent failed) is no step backwards: the
+    guard skips it, and it stays graded 0 so it is never the best."""
+    answered = result.failure is None or result.failure.failure_class != "AgentError"
     if task.scored:
-        trace.guard_grades.append(result.score if result.score is not None else 0.0)
+        if answered:
+            trace.guard_grades.append(result.score if result.score is not None else 0.0)
         return
     if not task.checks:
         return
@@ -237,7 +241,8 @@ def _grade(task: Task, result: _Attempt, trace: _Trace) -> None:
     passed = total - len(set(failing))
     trace.grades.append(passed)
     trace.failing.append(failing)
-    trace.guard_grades.append(passed / total)
+    if answered:
+        trace.guard_grades.append(passed / total)
     if result.failing is not None:
         trace.ever_passed.update(c.id for c in task.checks if c.id not in failing)
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loops.agents import AgentReply, Replay, ScriptedAgent, make_agent
+from loops.agents import AgentError, AgentReply, Replay, ScriptedAgent, make_agent
 from loops.cutoff import CUTOFF_REASONS, cutoff_summary
 from loops.runner import STOP_REASONS, FailingCheck, LoopConfig, LoopResult, run_task
 from loops.stop_rules import (
@@ -268,3 +268,24 @@ def test_no_prompt_of_a_regressing_loop_holds_a_checks_description() -> None:
             assert check.about and check.about.lower() not in prompt.lower()
     assert "Hidden checks passing: 4 of 5" in prompts[3]
     assert "Regression: check_2, check_3, check_4" in prompts[4]
+
+
+def test_an_agent_that_fails_to_answer_is_not_going_backwards() -> None:
+    task = SUITE["clamp"]
+
+    class Flaky:
+        name = "flaky"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def attempt(self, prompt: str) -> AgentReply:
+            self.calls += 1
+            if self.calls in (2, 3):
+                raise AgentError("HTTP 503")
+            return AgentReply(text="def clamp(x, lo, hi):\n    return max(lo, x)\n", tokens=1)
+
+    result = run_task(task, Flaky(), LoopConfig(step_limit=4))
+    assert result.stop_reason == "step_limit"  # two failed calls after 2 of 3 are no regression
+    assert result.grades == (2, 0, 0, 2)
+    assert result.reviewed_attempt == 4
