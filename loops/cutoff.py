@@ -53,5 +53,6 @@ def cutoff_summary(result: LoopResult) -> dict[str, Any]:
         "reviewed_attempt": result.reviewed_attempt,
         "checks_passed": result.reviewed_checks_passed,
         "checks_total": result.checks_total or None,
+        "reviewed_score": result.reviewed_estimate,
         "failing_checks": [{"id": c.id, "about": c.about} for c in result.failing_checks],
     }

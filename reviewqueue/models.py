@@ -200,6 +200,9 @@ class ReviewItem(models.Model):
     )
     checks_passed = models.PositiveIntegerField(null=True, blank=True, help_text="hidden checks the output passes")
     checks_total = models.PositiveIntegerField(null=True, blank=True)
+    reviewed_score = models.FloatField(
+        null=True, blank=True, help_text="scored tasks: the stop rule's estimate of the reviewed attempt's quality"
+    )
     # JSON text, not a JSONField: admit()'s one-statement path hands every
     # value to the database driver as it is, which a JSON value would not survive.
     failing_checks = models.TextField(

@@ -194,6 +194,7 @@ def admit(
     checks_passed: int | None = None,
     checks_total: int | None = None,
     failing_checks: Sequence[Mapping[str, Any]] = (),
+    reviewed_score: float | None = None,
     now: datetime | None = None,
 ) -> AdmitResult:
     """Admit one produced output to the queue under the watermark policy.
@@ -201,7 +202,8 @@ def admit(
     ``reviewed_attempt`` says which attempt the output is (a loop hands over
     its best, not always its last), ``checks_passed`` of ``checks_total`` its
     grade, and ``failing_checks`` (``{"id", "about"}``) the hidden checks it
-    fails with the reviewer's description of each.
+    fails with the reviewer's description of each; for a scored task,
+    ``reviewed_score`` is the stop rule's estimate of that attempt's quality.
 
     Safe to repeat: a second call with the same ``idempotency_key`` changes
     nothing and answers "duplicate" with the first call's item. At capacity the
@@ -222,6 +224,10 @@ def admit(
     if not isinstance(attempt_count, int) or isinstance(attempt_count, bool) or not 0 <= attempt_count <= 10_000:
         raise InvalidInput("attempt_count", "must be an integer in [0, 10000]")
     grade = _clean_grade(attempt_count, reviewed_attempt, checks_passed, checks_total, failing_checks)
+    if reviewed_score is not None and (
+        not isinstance(reviewed_score, int | float) or isinstance(reviewed_score, bool) or not 0 <= reviewed_score <= 1
+    ):
+        raise InvalidInput("reviewed_score", "must be a number in [0, 1]")
     limit = settings.REVIEWQUEUE_MAX_OUTPUT_CHARS
     description, _ = clean_text(task_description, limit=limit)
     if not description.strip():
@@ -243,6 +249,7 @@ def admit(
         checks_passed=checks_passed,
         checks_total=checks_total,
         failing_checks=grade,
+        reviewed_score=None if reviewed_score is None else float(reviewed_score),
         cutoff_reason=cutoff_reason,
         label=label,
         draft=draft,

@@ -152,6 +152,7 @@ def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agen
         "checks_passed": summary["checks_passed"],
         "checks_total": summary["checks_total"],
         "failing_checks": summary["failing_checks"],
+        "reviewed_score": summary["reviewed_score"],
         "priority": parsed.priority,
         "task_id": parsed.id,
         "task_kind": str(parsed.kind),

@@ -161,6 +161,7 @@ class OutputIn(Schema):
     checks_passed: int | None = Field(None, ge=0, le=10_000, description="hidden checks that attempt passes")
     checks_total: int | None = Field(None, ge=1, le=10_000)
     failing_checks: list[FailingCheckIn] = Field(default_factory=list, max_length=1000)
+    reviewed_score: float | None = Field(None, ge=0, le=1, description="scored tasks: that attempt's estimated quality")
 
 
 class OutputOut(Schema):

@@ -40,6 +40,7 @@ def test_it_sends_only_the_reviewers_fields_to_the_queue() -> None:
         "checks_passed": 2,
         "checks_total": 3,
         "failing_checks": [{"id": "check_2", "about": "handles n = 0"}],
+        "reviewed_score": None,
     }
     # the grades of the other attempts, the scores and the failure classes stay behind
     assert "grades" not in summary and "scores" not in summary and "failure_classes" not in summary

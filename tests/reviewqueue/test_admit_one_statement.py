@@ -50,6 +50,7 @@ def output(key: str, **overrides: Any) -> dict[str, Any]:
         "checks_passed": 1,
         "checks_total": 3,
         "failing_checks": [{"id": "check_2", "about": "handles n = 7"}, {"id": "check_3"}],
+        "reviewed_score": 0.625,
         "task_id": "is_even",
         "task_kind": "code",
         "source_run_id": "run-1",

@@ -350,3 +350,11 @@ def test_it_says_last_error_and_lists_no_checks_when_the_last_attempt_is_reviewe
     assert "attempt 4 of 4, the best: 1 of 2 checks" in body
     assert "Last error" in body and "Error of attempt" not in body
     assert '<code>c2</code> <span class="muted">(no description)</span>' in body
+
+
+def test_it_shows_a_scored_attempts_estimated_quality(rita_client, reviewer, admit_item):
+    admit_item(attempt_count=6, reviewed_attempt=4, reviewed_score=0.8375)
+    claim_for(reviewer)
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    assert "attempt 4 of 6, the best: estimated quality 0.84" in body
+    assert "Failing checks" not in body

@@ -418,6 +418,8 @@ def test_admit_keeps_the_reviewed_attempt_its_grade_and_failing_checks(admit_ite
         ({"failing_checks": "check_1"}, "failing_checks"),
         ({"failing_checks": [{"about": "no id"}]}, "failing_checks"),
         ({"failing_checks": [{"id": "c", "about": 3}]}, "failing_checks"),
+        ({"reviewed_score": 1.5}, "reviewed_score"),
+        ({"reviewed_score": "high"}, "reviewed_score"),
     ],
 )
 def test_admit_refuses_a_grade_that_does_not_add_up_and_stores_nothing(admit_item, fields, field):
