@@ -29,6 +29,8 @@ def _config(args: argparse.Namespace) -> LoopConfig:
         wall_clock_s=args.wall_clock,
         token_budget=args.token_budget,
         gates=gates,
+        regression_margin=args.regression_margin,
+        regression_after=args.regression_after,
     )
 
 
@@ -43,6 +45,8 @@ def _print_step(out: TextIO) -> Any:
         bar = "#" * step.attempt + "." * max(0, step.step_limit - step.attempt)
         status = "pass" if step.passed else (step.signature or step.failure_class or "no red line")
         score = f"  score {step.score:.2f}" if step.score is not None else ""
+        if step.checks_passed is not None:
+            score += f"  checks passed {step.checks_passed}"
         out.write(
             f"  {step.task_id:<14} [{bar}] step {step.attempt}/{step.step_limit}  "
             f"{status:<28} tokens {step.tokens:>6}{score}\n"
@@ -55,12 +59,19 @@ def _print_step(out: TextIO) -> Any:
 def _print_result(result: LoopResult, out: TextIO) -> None:
     verdict = "converged" if result.converged else f"UNVERIFIED, cut off: {result.stop_reason}"
     out.write(f"  -> {result.task_id}: {verdict} after {result.attempts} attempt(s)\n")
+    if not result.converged and result.reviewed_attempt and result.reviewed_attempt != result.attempts:
+        grade = ""
+        if result.reviewed_checks_passed is not None:
+            grade = f": {result.reviewed_checks_passed} of {result.checks_total} checks"
+        elif result.reviewed_estimate is not None:
+            grade = f": estimated quality {result.reviewed_estimate:.2f}"
+        out.write(f"     handed over: attempt {result.reviewed_attempt}, the best{grade}\n")
     if result.last_error:
         out.write(f"     last error: {result.last_error}\n")
 
 
 def _run_tasks(tasks: Sequence[Task], args: argparse.Namespace, out: TextIO) -> list[LoopResult]:
-    config = _config(args)
+    config = _config(args)  # ValueError on a bad guard setting, reported by main()
     results = []
     for task in tasks:
         agent = make_agent(args.agent, task=task, **_agent_options(args))
@@ -92,6 +103,7 @@ class GroupRow:
     mean_steps: float
     guards: dict[str, int]
     false_stops: int  # repairable tasks cut off although a fix existed
+    best_earlier: int = 0  # cut-off loops that hand over an earlier attempt than the last
 
 
 def suite_table(tasks: Sequence[Task], results: Sequence[LoopResult]) -> list[GroupRow]:
@@ -108,6 +120,7 @@ def suite_table(tasks: Sequence[Task], results: Sequence[LoopResult]) -> list[Gr
                 mean_steps=sum(r.attempts for r in rs) / len(rs),
                 guards=dict(Counter(r.stop_reason for r in rs)),
                 false_stops=sum(not r.converged for r in rs) if group == "repairable" else 0,
+                best_earlier=sum(not r.converged and r.reviewed_attempt < r.attempts for r in rs),
             )
         )
     return rows
@@ -124,11 +137,15 @@ def cmd_suite(args: argparse.Namespace, out: TextIO) -> int:
         }
         out.write(json.dumps(payload, indent=2) + "\n")
         return 0
-    out.write(f"\n{'class':<12} {'tasks':>5} {'converged':>9} {'mean steps':>10}  {'false stops':>11}  guards fired\n")
+    out.write(
+        f"\n{'class':<12} {'tasks':>5} {'converged':>9} {'mean steps':>10}  {'false stops':>11}"
+        f"  {'best < last':>11}  guards fired\n"
+    )
     for row in rows:
         guards = ", ".join(f"{k} x{v}" for k, v in sorted(row.guards.items()))
         out.write(
-            f"{row.group:<12} {row.tasks:>5} {row.converged:>9} {row.mean_steps:>10.2f}  {row.false_stops:>11}  {guards}\n"
+            f"{row.group:<12} {row.tasks:>5} {row.converged:>9} {row.mean_steps:>10.2f}  {row.false_stops:>11}"
+            f"  {row.best_earlier:>11}  {guards}\n"
         )
     return 0
 
@@ -145,6 +162,18 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--wall-clock", type=float, default=LoopConfig.wall_clock_s)
         p.add_argument("--token-budget", type=int, default=LoopConfig.token_budget)
         p.add_argument("--gates", help="comma-separated filter-rule gates to enable")
+        p.add_argument(
+            "--regression-margin",
+            type=float,
+            default=LoopConfig.regression_margin,
+            help="the regression guard fires this far below the best grade so far (share of checks, or score)",
+        )
+        p.add_argument(
+            "--regression-after",
+            type=int,
+            default=LoopConfig.regression_after,
+            help="... for this many attempts in a row",
+        )
         p.add_argument("--json", action="store_true", help="print results as JSON only")
 
     run = sub.add_parser("run", help="run the tasks of a YAML or JSON file")
@@ -168,7 +197,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.command_name == "run":
             return cmd_run(args, out)
         return cmd_suite(args, out)
-    except (TaskError, AgentError, OSError) as exc:
+    except (TaskError, AgentError, OSError, ValueError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
 

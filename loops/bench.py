@@ -4,6 +4,11 @@ Reproduces the published replication study's scored loop (see
 ``loops/STOP_RULES.md``) and goes past it with four stress scenarios. The bench
 measures the very rule objects a loop uses, through their vectorised
 ``stop_matrix`` form, which the tests pin to ``should_stop``.
+
+On non-monotone curves (``--regress-prob P``: the ``regressions`` scenario with
+a regression step of probability P) it also measures what a cut-off loop hands
+over, its last attempt or its best so far, and the steps the regression guard
+saves (``handover``), with the runner's own guard and best-attempt choice.
 """
 
 from __future__ import annotations
@@ -17,7 +22,17 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from loops.scored import draw_curves, judge_matrix, quality_matrix
-from loops.stop_rules import DEFAULT_BAR, VectorStopRule, make_stop_rule, wilson_interval
+from loops.stop_rules import (
+    DEFAULT_BAR,
+    DEFAULT_REGRESSION_K,
+    DEFAULT_REGRESSION_MARGIN,
+    RegressionGuard,
+    VectorStopRule,
+    best_so_far_matrix,
+    estimate_matrix,
+    make_stop_rule,
+    wilson_interval,
+)
 
 SIGMAS: tuple[float, ...] = (0.02, 0.05, 0.10, 0.15, 0.20)
 RULES: tuple[str, ...] = (
@@ -95,17 +110,21 @@ def simulate(
     scenario: str = "published",
     n_tasks: int = TASKS,
     cap: int = CAP,
+    regress_prob: float = REGRESSION_P,
 ) -> Batch:
-    """Hidden quality and judge scores for ``n_tasks`` tasks over ``cap`` steps."""
+    """Hidden quality and judge scores for ``n_tasks`` tasks over ``cap`` steps;
+    ``regress_prob`` is the chance of a regression step in ``regressions``."""
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}")
+    if not 0 <= regress_prob <= 1:
+        raise ValueError("regress_prob must be in [0, 1]")
     params = draw_curves(rng, n_tasks)
     steps = np.arange(1, cap + 1, dtype=float)
     progress = np.broadcast_to(steps, (n_tasks, cap)).copy()
     if scenario == "regressions":
         # A regression sets progress back instead of advancing it, as when a fix
         # breaks something that worked; quality then climbs again from there.
-        back = rng.random((n_tasks, cap)) < REGRESSION_P
+        back = rng.random((n_tasks, cap)) < regress_prob
         for t in range(1, cap):
             moved = np.where(back[:, t], progress[:, t - 1] - REGRESSION_FALLBACK, progress[:, t - 1] + 1)
             progress[:, t] = np.maximum(1.0, moved)
@@ -155,13 +174,14 @@ def run_bench(
     n_tasks: int = TASKS,
     cap: int = CAP,
     first_seed: int = 0,
+    regress_prob: float = REGRESSION_P,
 ) -> dict[str, RuleSummary]:
     """Every rule over the same ``seeds`` batches (seed i draws batch i), mean and sd."""
     built = {spec: make_stop_rule(spec) for spec in rules}
     outcomes: dict[str, list[Outcome]] = {spec: [] for spec in rules}
     audits: dict[str, list[tuple[int, int]]] = {spec: [] for spec in rules}
     for seed in range(first_seed, first_seed + seeds):
-        batch = simulate(np.random.default_rng(seed), sigma, scenario, n_tasks, cap)
+        batch = simulate(np.random.default_rng(seed), sigma, scenario, n_tasks, cap, regress_prob)
         audit_rng = np.random.default_rng([seed, 1])
         for spec, rule in built.items():
             outcome = apply_rule(rule, batch)
@@ -189,6 +209,111 @@ def run_bench(
             audit_ci95=(round(100 * lo, 2), round(100 * hi, 2)),
         )
     return summary
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What one rule hands over, mean over seeds: the true quality (and the
+    share of it at or over the bar) of the last attempt against the best so
+    far, and the steps with and without the regression guard."""
+
+    last_quality: float  # no guard, the last attempt handed over (the old runner)
+    best_quality: float  # no guard, a cut-off loop hands over its best attempt
+    guard_quality: float  # guard on, a cut-off loop hands over its best attempt
+    last_reach_pct: float
+    best_reach_pct: float
+    guard_reach_pct: float
+    mean_steps: float  # without the guard
+    guard_mean_steps: float
+    steps_saved: float
+    guard_fired_pct: float  # loops the guard stopped
+
+
+def _handover_one(rule: VectorStopRule, batch: Batch, guard: RegressionGuard, bar: float) -> dict[str, float]:
+    """The runner's choice, vectorised: a loop the rule stops converged and
+    hands over its last attempt; a loop cut off at the cap or by the guard
+    hands over its best attempt by the rule's own estimate, ties to the later."""
+    rows = np.arange(batch.scores.shape[0])
+    fired = rule.stop_matrix(batch.scores)
+    best = best_so_far_matrix(estimate_matrix(rule, batch.scores))
+    guarded = guard.fire_matrix(batch.scores)
+
+    def stop(signal: np.ndarray) -> np.ndarray:
+        signal = signal.copy()
+        signal[:, -1] = True
+        return signal.argmax(axis=1)
+
+    plain = stop(fired)
+    with_guard = stop(fired | guarded)
+    converged = fired[rows, plain]
+    converged_g = fired[rows, with_guard]
+    last_q = batch.quality[rows, plain]
+    best_q = np.where(converged, last_q, batch.quality[rows, best[rows, plain]])
+    guard_q = np.where(converged_g, batch.quality[rows, with_guard], batch.quality[rows, best[rows, with_guard]])
+    return {
+        "last_quality": float(last_q.mean()),
+        "best_quality": float(best_q.mean()),
+        "guard_quality": float(guard_q.mean()),
+        "last_reach_pct": float(100 * (last_q >= bar).mean()),
+        "best_reach_pct": float(100 * (best_q >= bar).mean()),
+        "guard_reach_pct": float(100 * (guard_q >= bar).mean()),
+        "mean_steps": float((plain + 1).mean()),
+        "guard_mean_steps": float((with_guard + 1).mean()),
+        "guard_fired_pct": float(100 * (guarded[rows, with_guard] & ~converged_g).mean()),
+    }
+
+
+def run_handover(
+    sigma: float,
+    seeds: int = SEEDS,
+    scenario: str = "regressions",
+    rules: Sequence[str] = RULES,
+    n_tasks: int = TASKS,
+    regress_prob: float = REGRESSION_P,
+    guard: RegressionGuard | None = None,
+    first_seed: int = 0,
+) -> dict[str, Handover]:
+    """Last vs best so far, and the guard's saving, over the run_bench batches."""
+    guard = guard or RegressionGuard(DEFAULT_REGRESSION_MARGIN, DEFAULT_REGRESSION_K)
+    built = {spec: make_stop_rule(spec) for spec in rules}
+    per_seed: dict[str, list[dict[str, float]]] = {spec: [] for spec in rules}
+    for seed in range(first_seed, first_seed + seeds):
+        batch = simulate(np.random.default_rng(seed), sigma, scenario, n_tasks, CAP, regress_prob)
+        for spec, rule in built.items():
+            per_seed[spec].append(_handover_one(rule, batch, guard, DEFAULT_BAR))
+    out: dict[str, Handover] = {}
+    for spec, rule in built.items():
+        mean = {key: float(np.mean([row[key] for row in per_seed[spec]])) for key in per_seed[spec][0]}
+        out[rule.name] = Handover(
+            last_quality=round(mean["last_quality"], 4),
+            best_quality=round(mean["best_quality"], 4),
+            guard_quality=round(mean["guard_quality"], 4),
+            last_reach_pct=round(mean["last_reach_pct"], 2),
+            best_reach_pct=round(mean["best_reach_pct"], 2),
+            guard_reach_pct=round(mean["guard_reach_pct"], 2),
+            mean_steps=round(mean["mean_steps"], 3),
+            guard_mean_steps=round(mean["guard_mean_steps"], 3),
+            steps_saved=round(mean["mean_steps"] - mean["guard_mean_steps"], 3),
+            guard_fired_pct=round(mean["guard_fired_pct"], 2),
+        )
+    return out
+
+
+def format_handover(title: str, handover: dict[str, Handover]) -> str:
+    lines = [
+        title,
+        (
+            f"  {'rule':<10} {'true quality: last':>18} {'best':>6} {'guard':>6}   {'reach %: last':>13} {'best':>6}"
+            f" {'guard':>6}   {'steps':>5} {'guard':>6} {'saved':>6}   guard fired"
+        ),
+    ]
+    for name, h in handover.items():
+        lines.append(
+            f"  {name:<10} {h.last_quality:>18.3f} {h.best_quality:>6.3f} {h.guard_quality:>6.3f}"
+            f"   {h.last_reach_pct:>13.1f} {h.best_reach_pct:>6.1f} {h.guard_reach_pct:>6.1f}"
+            f"   {h.mean_steps:>5.2f} {h.guard_mean_steps:>6.2f} {h.steps_saved:>6.2f}   {h.guard_fired_pct:>5.1f} %"
+        )
+    return "\n".join(lines)
 
 
 def format_table(title: str, summary: dict[str, RuleSummary]) -> str:
@@ -248,6 +373,15 @@ def _parser() -> argparse.ArgumentParser:
         help="stress scenario; default: published, plus all four at sigma 0.10 in the table",
     )
     parser.add_argument("--rules", default=",".join(RULES), help="comma-separated rule specs")
+    parser.add_argument(
+        "--regress-prob",
+        type=float,
+        metavar="P",
+        help="non-monotone curves: the regressions scenario with a regression step of probability P,"
+        " plus last-vs-best handover and the regression guard's saving",
+    )
+    parser.add_argument("--regression-margin", type=float, default=DEFAULT_REGRESSION_MARGIN)
+    parser.add_argument("--regression-after", type=int, default=DEFAULT_REGRESSION_K)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", metavar="FILE.png")
     return parser
@@ -265,9 +399,18 @@ def main(argv: list[str]) -> int:
     rules = [r for r in args.rules.split(",") if r]
     try:
         [make_stop_rule(r) for r in rules]
+        guard = RegressionGuard(args.regression_margin, args.regression_after)
     except ValueError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    if args.regress_prob is not None:
+        if not 0 <= args.regress_prob <= 1:
+            print("--regress-prob must be in [0, 1]", file=sys.stderr)
+            return 2
+        if args.scenario not in (None, "regressions"):
+            print("--regress-prob sets the regressions scenario; drop --scenario", file=sys.stderr)
+            return 2
+        return _regress_main(args, rules, guard)
     sigmas = (args.sigma,) if args.sigma is not None else SIGMAS
     stress_sigma = args.sigma if args.sigma is not None else 0.10
     main_scenario = args.scenario if args.scenario not in (None, "all") else "published"
@@ -313,4 +456,47 @@ def main(argv: list[str]) -> int:
         print(format_table(f"\nscenario {main_scenario}, σ = {sigma:g}", summary))
     for name, summary in extra.items():
         print(format_table(f"\nscenario {name}, σ = {stress_sigma:g}", summary))
+    return 0
+
+
+def _regress_main(args: argparse.Namespace, rules: list[str], guard: RegressionGuard) -> int:
+    """``--regress-prob P``: the contract's ``rules`` for the regressions
+    scenario at that P, plus what is handed over and the guard's saving."""
+    sigmas = (args.sigma,) if args.sigma is not None else SIGMAS
+    prob = args.regress_prob
+    table = {s: run_bench(s, args.seeds, "regressions", rules, args.tasks, regress_prob=prob) for s in sigmas}
+    handover = {
+        s: run_handover(s, args.seeds, "regressions", rules, args.tasks, regress_prob=prob, guard=guard) for s in sigmas
+    }
+    guard_json = {"margin": guard.margin, "k": guard.k}
+    if args.json:
+        payload: dict[str, object] = {
+            "scenario": "regressions",
+            "regress_prob": prob,
+            "seeds": args.seeds,
+            "tasks": args.tasks,
+            "cap": CAP,
+            "guard": guard_json,
+        }
+        if args.sigma is not None:
+            payload["sigma"] = args.sigma
+            payload["rules"] = {name: asdict(v) for name, v in table[args.sigma].items()}
+            payload["handover"] = {name: asdict(v) for name, v in handover[args.sigma].items()}
+        else:
+            payload["sweep"] = {
+                f"{s:g}": {
+                    "rules": {name: asdict(v) for name, v in table[s].items()},
+                    "handover": {name: asdict(v) for name, v in handover[s].items()},
+                }
+                for s in sigmas
+            }
+        print(json.dumps(payload, indent=2))
+        return 0
+    print(
+        f"{args.seeds} seeds x {args.tasks} tasks, cap {CAP}, bar {DEFAULT_BAR:.2f}, regression step p = {prob:g},"
+        f" guard margin {guard.margin:g} for {guard.k} in a row"
+    )
+    for sigma in sigmas:
+        print(format_table(f"\nscenario regressions, σ = {sigma:g}", table[sigma]))
+        print(format_handover(f"\nhanded over, σ = {sigma:g} (mean true quality)", handover[sigma]))
     return 0

@@ -1,7 +1,9 @@
 """Cutoff preprocessing (DESIGN.md rule 4): what of a loop reaches a reviewer.
 
-Only the final output (thinking stripped), the last error, the attempt count
-and the cutoff reason travel to the queue; the trace stays behind.
+Only the reviewed output (the best attempt's, thinking stripped), that
+attempt's error, which attempt it is and how many checks it passed (with the
+reviewer's descriptions of the failing ones), the attempt count and the cutoff
+reason travel to the queue; the trace stays behind.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ CUTOFF_REASONS: tuple[str, ...] = (
     "step_limit",
     "stuck",
     "oscillation",
+    "regression",
     "wall_clock",
     "token_budget",
     "format_anomaly",
@@ -47,4 +50,9 @@ def cutoff_summary(result: LoopResult) -> dict[str, Any]:
         "attempts": result.attempts,
         "cutoff_reason": result.stop_reason,
         "draft": result.draft,
+        "reviewed_attempt": result.reviewed_attempt,
+        "checks_passed": result.reviewed_checks_passed,
+        "checks_total": result.checks_total or None,
+        "reviewed_score": result.reviewed_estimate,
+        "failing_checks": [{"id": c.id, "about": c.about} for c in result.failing_checks],
     }

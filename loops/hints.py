@@ -189,6 +189,11 @@ class Failure:
     failed_checks: tuple[str, ...] = ()
     messages: tuple[str, ...] = ()
     log_tail: str = ""
+    # The attempt's grade, when its hidden checks ran: how many of how many
+    # passed, and the failing checks that passed in an earlier attempt.
+    checks_passed: int | None = None
+    checks_total: int = 0
+    regressed_checks: tuple[str, ...] = ()
 
 
 _CLASS_ADVICE = {
@@ -225,8 +230,23 @@ def build_prompt(
     lines = [f"Attempt {attempt} of {step_limit}. Your previous answer (attempt {last.attempt}) failed."]
     advice = _CLASS_ADVICE.get(last.failure_class, "your code raised an error")
     lines.append(redactor.redact(f"Failure class: {last.failure_class} ({advice})."))
+    if last.checks_passed is not None and last.checks_total:
+        # Freeze what already passes: the agent is told how much works and
+        # that it must keep working, never what those checks test.
+        lines.append(
+            f"Hidden checks passing: {last.checks_passed} of {last.checks_total}."
+            + (" They must keep passing: change only what the failing checks need." if last.checks_passed else "")
+        )
     if last.failed_checks:
         lines.append(redactor.redact("Failing hidden checks: " + ", ".join(last.failed_checks) + "."))
+    if last.regressed_checks:
+        lines.append(
+            redactor.redact(
+                "Regression: "
+                + ", ".join(last.regressed_checks)
+                + " passed in an earlier attempt and fail now. Your last change broke them; undo that part."
+            )
+        )
     for message in dict.fromkeys(last.messages):
         lines.append(redactor.redact(f"Your code raised: {message}"))
     if last.log_tail.strip():

@@ -1,13 +1,17 @@
 """The loop runner: attempt, check, hint, repeat, until a stop guard fires.
 
 Stop guards, first to fire wins (DESIGN.md rule 6): red line passed
-(converged), step limit, stuck, oscillation, wall clock, token budget. The
-agent's own opinion of its answer is never consulted.
+(converged), step limit, stuck, oscillation, regression, wall clock, token
+budget. The agent's own opinion of its answer is never consulted.
+
+Every attempt of a task with hidden checks is graded (how many checks it
+passes) and every scored attempt keeps its score. A cut-off loop hands over
+its best attempt, not its last: the grades, or for scored tasks the stop
+rule's own estimate of quality, choose it, ties going to the later attempt.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -18,6 +22,14 @@ from loops.cutoff import CUTOFF_REASONS, strip_thinking
 from loops.gates import run_gates
 from loops.hints import Failure, Redactor, build_prompt
 from loops.redline import DEFAULT_TIMEOUT_S, demand_red_line, format_problem
+from loops.stop_rules import (
+    DEFAULT_REGRESSION_K,
+    DEFAULT_REGRESSION_MARGIN,
+    RegressionGuard,
+    best_attempt,
+    make_stop_rule,
+    quality_estimates,
+)
 from loops.tasks import Task, TaskKind
 
 STOP_REASONS: tuple[str, ...] = ("converged", *CUTOFF_REASONS)
@@ -34,12 +46,19 @@ class LoopConfig:
     token_budget: int = 50_000
     gates: tuple[str, ...] = ()  # enabled filter-rule gates, run as a format pre-gate
     redline_timeout_s: float = DEFAULT_TIMEOUT_S
+    # The regression guard: stop once the grade (share of checks passed, or
+    # the score) is this far below the best so far, this many attempts in a
+    # row. Defaults measured in loops/STOP_RULES.md.
+    regression_margin: float = DEFAULT_REGRESSION_MARGIN
+    regression_after: int = DEFAULT_REGRESSION_K
 
     def __post_init__(self) -> None:
         if self.step_limit < 1:
             raise ValueError("step_limit must be at least 1")
         if self.stuck_after < 2:
             raise ValueError("stuck_after must be at least 2")
+        # Raises ValueError on a margin outside (0, 1] or K below 1.
+        RegressionGuard(self.regression_margin, self.regression_after)
         object.__setattr__(self, "gates", tuple(self.gates))
 
 
@@ -56,6 +75,16 @@ class StepRecord:
     tokens: int  # cumulative
     elapsed_s: float
     score: float | None = None
+    checks_passed: int | None = None  # None when the hidden checks did not run
+
+
+@dataclass(frozen=True)
+class FailingCheck:
+    """A hidden check the reviewed attempt fails: its id and the reviewer's
+    description of it. For the reviewer only; never part of a prompt."""
+
+    id: str
+    about: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,20 +94,37 @@ class LoopResult:
     stop_reason: str
     attempts: int
     tokens: int
-    final_output: str  # thinking stripped
-    last_error: str  # assertion-safe, may be ""
+    final_output: str  # of the reviewed attempt, thinking stripped
+    last_error: str  # of the reviewed attempt, assertion-safe, may be ""
     failure_classes: tuple[str, ...] = ()  # one per failed attempt
     draft: bool = False
     scores: tuple[float, ...] = ()
+    # Checks passed per attempt, one entry per attempt (0 when the checks did
+    # not run: a format or gate failure, no answer); empty without checks.
+    grades: tuple[int, ...] = ()
+    checks_total: int = 0
+    # The attempt whose output and error are handed over (1-based): the best
+    # graded, ties to the later; the last one when there is nothing to grade.
+    reviewed_attempt: int = 0
+    failing_checks: tuple[FailingCheck, ...] = ()  # of the reviewed attempt, in task order
+    reviewed_estimate: float | None = None  # scored: the stop rule's estimate of that attempt
 
     @property
     def unverified(self) -> bool:
         return not self.converged
 
+    @property
+    def reviewed_checks_passed(self) -> int | None:
+        if not self.grades or not 1 <= self.reviewed_attempt <= len(self.grades):
+            return None
+        return self.grades[self.reviewed_attempt - 1]
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["failure_classes"] = list(self.failure_classes)
         out["scores"] = list(self.scores)
+        out["grades"] = list(self.grades)
+        out["failing_checks"] = [asdict(c) for c in self.failing_checks]
         return out
 
     @classmethod
@@ -86,6 +132,8 @@ class LoopResult:
         fields = dict(data)
         fields["failure_classes"] = tuple(fields.get("failure_classes", ()))
         fields["scores"] = tuple(fields.get("scores", ()))
+        fields["grades"] = tuple(fields.get("grades", ()))
+        fields["failing_checks"] = tuple(FailingCheck(**c) for c in fields.get("failing_checks", ()))
         return cls(**fields)
 
 
@@ -96,6 +144,7 @@ class _Attempt:
     signature: str = ""  # guards look at these; "" = nothing to compare
     score: float | None = None
     format_failed: bool = False
+    failing: tuple[str, ...] | None = None  # failing check ids when the checks ran, else None
 
 
 @dataclass
@@ -104,6 +153,14 @@ class _Trace:
     signatures: list[str] = field(default_factory=list)  # one per attempt, "" if none
     classes: list[str] = field(default_factory=list)  # one per attempt, "" if none
     scores: list[float] = field(default_factory=list)
+    score_attempts: list[int] = field(default_factory=list)  # 0-based attempt of each score
+    # One entry per attempt from here on.
+    outputs: list[str] = field(default_factory=list)
+    attempt_failures: list[Failure | None] = field(default_factory=list)
+    grades: list[int] = field(default_factory=list)  # checks passed; tasks with checks only
+    failing: list[tuple[str, ...]] = field(default_factory=list)  # failing ids; tasks with checks only
+    guard_grades: list[float] = field(default_factory=list)  # what the regression guard reads
+    ever_passed: set[str] = field(default_factory=set)
 
 
 def is_stuck(signatures: Sequence[str], n: int) -> bool:
@@ -139,7 +196,8 @@ def _evaluate(task: Task, output: str, reply: AgentReply, config: LoopConfig, at
         if reply.score is None:
             return _Attempt(False, Failure(attempt, "NoScore"), "NoScore:score")
         trace.scores.append(reply.score)
-        rule = importlib.import_module("loops.stop_rules").make_stop_rule(task.stop_rule or DEFAULT_STOP_RULE)
+        trace.score_attempts.append(attempt - 1)
+        rule = make_stop_rule(task.stop_rule or DEFAULT_STOP_RULE)
         if rule.should_stop(list(trace.scores)):
             return _Attempt(True, score=reply.score)
         # A noisy score below the rule is not a failure signature: repeating
@@ -149,15 +207,62 @@ def _evaluate(task: Task, output: str, reply: AgentReply, config: LoopConfig, at
         return _Attempt(False)
     verdict = demand_red_line(task, output, timeout_s=config.redline_timeout_s)
     if verdict.passed:
-        return _Attempt(True)
+        return _Attempt(True, failing=())
+    # A run-level failure (a timeout, a candidate that dies at load) names no
+    # check: every check fails.
+    failing = tuple(verdict.failed_checks) or tuple(c.id for c in task.checks)
     failure = Failure(
         attempt,
         verdict.failure_class,
         verdict.failed_checks,
         verdict.messages,
         verdict.log_tail,
+        checks_passed=len(task.checks) - len(set(failing)),
+        checks_total=len(task.checks),
+        regressed_checks=tuple(c.id for c in task.checks if c.id in failing and c.id in trace.ever_passed),
     )
-    return _Attempt(False, failure, verdict.signature)
+    return _Attempt(False, failure, verdict.signature, failing=failing)
+
+
+def _grade(task: Task, result: _Attempt, trace: _Trace) -> None:
+    """Record the attempt's grade: checks passed (0 when they did not run),
+    or its score; what the regression guard and the best-attempt choice read.
+    An attempt with no answer (the agent failed) is no step backwards: the
+    guard skips it, and it stays graded 0 so it is never the best."""
+    answered = result.failure is None or result.failure.failure_class != "AgentError"
+    if task.scored:
+        if answered:
+            trace.guard_grades.append(result.score if result.score is not None else 0.0)
+        return
+    if not task.checks:
+        return
+    total = len(task.checks)
+    failing = result.failing if result.failing is not None else tuple(c.id for c in task.checks)
+    passed = total - len(set(failing))
+    trace.grades.append(passed)
+    trace.failing.append(failing)
+    if answered:
+        trace.guard_grades.append(passed / total)
+    if result.failing is not None:
+        trace.ever_passed.update(c.id for c in task.checks if c.id not in failing)
+
+
+def _reviewed(task: Task, trace: _Trace, converged: bool) -> tuple[int, float | None]:
+    """The attempt to hand over (1-based) and, for scored tasks, its estimate."""
+    last = len(trace.outputs)
+    if converged or last == 0:
+        return last, None
+    if task.scored and trace.scores:
+        # Attempts without a score (no answer) are never the best scored one.
+        estimates = quality_estimates(make_stop_rule(task.stop_rule or DEFAULT_STOP_RULE), trace.scores)
+        by_attempt = [float("-inf")] * last
+        for index, estimate in zip(trace.score_attempts, estimates, strict=True):
+            by_attempt[index] = estimate
+        best = best_attempt(by_attempt)
+        return best, by_attempt[best - 1]
+    if trace.grades:
+        return best_attempt(trace.grades), None
+    return last, None
 
 
 def _last_error(failure: Failure | None, redactor: Redactor) -> str:
@@ -181,11 +286,11 @@ def run_task(
     calls, though the agent may (a replay advances)."""
     step_limit = 1 if config.draft else (task.step_limit or config.step_limit)
     redactor = Redactor.for_secrets(task.secrets())
+    guard = RegressionGuard(config.regression_margin, config.regression_after)
     trace = _Trace()
     started = clock()
     tokens = 0
     output = ""
-    last_failure: Failure | None = None
     attempt = 0
     reason = "step_limit"
     converged = False
@@ -207,8 +312,9 @@ def run_task(
             output = strip_thinking(reply.text)
             result = _evaluate(task, output, reply, config, attempt, trace)
         tokens += reply.tokens
-        # The reviewer sees the final attempt's error, not a stale earlier one.
-        last_failure = result.failure
+        trace.outputs.append(output)
+        trace.attempt_failures.append(result.failure)
+        _grade(task, result, trace)
         if result.failure is not None:
             trace.failures.append(result.failure)
         trace.signatures.append(result.signature)
@@ -225,6 +331,7 @@ def run_task(
                     tokens=tokens,
                     elapsed_s=clock() - started,
                     score=result.score,
+                    checks_passed=trace.grades[-1] if result.failing is not None else None,
                 )
             )
         if result.passed:
@@ -242,21 +349,33 @@ def run_task(
         if is_oscillating(trace.classes, config.oscillation_window):
             reason = "oscillation"
             break
+        if guard.fires(trace.guard_grades):
+            reason = "regression"
+            break
         if clock() - started >= config.wall_clock_s:
             reason = "wall_clock"
             break
         if tokens >= config.token_budget:
             reason = "token_budget"
             break
+    reviewed, estimate = _reviewed(task, trace, converged)
+    failing = trace.failing[reviewed - 1] if trace.failing and not converged else ()
+    about = {c.id: c.about or "" for c in task.checks}
     return LoopResult(
         task_id=task.id,
         converged=converged,
         stop_reason=reason,
         attempts=attempt,
         tokens=tokens,
-        final_output=output,
-        last_error="" if converged else _last_error(last_failure, redactor),
+        # The reviewer judges the best attempt, and sees that attempt's error.
+        final_output=trace.outputs[reviewed - 1],
+        last_error="" if converged else _last_error(trace.attempt_failures[reviewed - 1], redactor),
         failure_classes=tuple(f.failure_class for f in trace.failures),
         draft=config.draft,
         scores=tuple(trace.scores),
+        grades=tuple(trace.grades),
+        checks_total=len(task.checks) if trace.grades else 0,
+        reviewed_attempt=reviewed,
+        failing_checks=tuple(FailingCheck(check_id, about.get(check_id, "")) for check_id in failing),
+        reviewed_estimate=estimate,
     )

@@ -222,14 +222,15 @@ class Posterior:
             return False
         return bool(self.stop_matrix(np.asarray([scores], dtype=float))[0, -1])
 
-    def prob_over_bar(self, scores: np.ndarray) -> np.ndarray:
-        """P(q(t) >= bar | scores up to t) for every task row and step column."""
+    def _posterior(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(P(q(t) >= bar), E[q(t)]) given the scores up to t, per task row and step column."""
         matrix = _as_matrix(scores)
         s0, rate = np.meshgrid(_S0_GRID, _RATE_GRID, indexing="ij")
         s0, rate = s0.ravel(), rate.ravel()
         scale = self.prior_shape * self.prior_sigma**2
         rss = np.zeros((matrix.shape[0], s0.size))
-        out = np.zeros(matrix.shape)
+        prob = np.zeros(matrix.shape)
+        mean = np.zeros(matrix.shape)
         for t in range(matrix.shape[1]):
             curve = 1.0 - (1.0 - s0) * np.exp(-rate * t)
             rss += (matrix[:, t : t + 1] - curve) ** 2
@@ -237,11 +238,121 @@ class Posterior:
             log_like = -(self.prior_shape + (t + 1) / 2) * np.log(scale + rss / 2)
             weight = np.exp(log_like - log_like.max(axis=1, keepdims=True))
             over = curve >= self.bar
-            out[:, t] = weight[:, over].sum(axis=1) / weight.sum(axis=1)
-        return out
+            total = weight.sum(axis=1)
+            prob[:, t] = weight[:, over].sum(axis=1) / total
+            mean[:, t] = weight @ curve / total
+        return prob, mean
+
+    def prob_over_bar(self, scores: np.ndarray) -> np.ndarray:
+        """P(q(t) >= bar | scores up to t) for every task row and step column."""
+        return self._posterior(scores)[0]
+
+    def estimate_matrix(self, scores: np.ndarray) -> np.ndarray:
+        """E[q(t) | scores up to t]: the fitted curve's quality at each step,
+        read as the history stood then."""
+        return self._posterior(scores)[1]
 
     def stop_matrix(self, scores: np.ndarray) -> np.ndarray:
         return self.prob_over_bar(scores) >= self.p
+
+
+def estimate_matrix(rule: StopRule, scores: np.ndarray) -> np.ndarray:
+    """The rule's own estimate of each attempt's quality, as it stood at that
+    attempt: what "the best attempt" of a scored loop is judged by.
+
+    A rule that trusts single readings (threshold, confirm, margin, fixed,
+    plateau) estimates an attempt by its score; ``smooth`` by the mean of the
+    last k scores; ``posterior`` by its fitted curve."""
+    matrix = _as_matrix(scores)
+    own = getattr(rule, "estimate_matrix", None)
+    if own is not None:
+        return np.asarray(own(matrix), dtype=float)
+    if isinstance(rule, Smooth):
+        out = np.zeros(matrix.shape)
+        for t in range(matrix.shape[1]):
+            lo = max(0, t - rule.k + 1)
+            out[:, t] = matrix[:, lo : t + 1].mean(axis=1)
+        return out
+    return matrix.copy()
+
+
+def quality_estimates(rule: StopRule, scores: Sequence[float]) -> list[float]:
+    """:func:`estimate_matrix` for one loop's scores."""
+    if len(scores) == 0:
+        return []
+    return [float(v) for v in estimate_matrix(rule, np.asarray([scores], dtype=float))[0]]
+
+
+def best_attempt(grades: Sequence[float]) -> int:
+    """The 1-based index of the best grade; ties go to the later attempt,
+    which is the one the agent built on."""
+    if len(grades) == 0:
+        raise ValueError("no attempts to choose from")
+    top = max(grades)
+    return max(i for i, g in enumerate(grades) if g >= top - _TIE) + 1
+
+
+def best_so_far_matrix(values: np.ndarray) -> np.ndarray:
+    """For each row and step t, the 0-based column of the best value up to t
+    (ties to the later column), as :func:`best_attempt` would choose."""
+    matrix = _as_matrix(values)
+    out = np.zeros(matrix.shape, dtype=int)
+    best = matrix[:, 0].copy()
+    index = np.zeros(matrix.shape[0], dtype=int)
+    for t in range(matrix.shape[1]):
+        take = matrix[:, t] >= best - _TIE
+        index = np.where(take, t, index)
+        best = np.maximum(best, matrix[:, t])
+        out[:, t] = index
+    return out
+
+
+# Grades are shares of checks (2/3, 1/3): compare them with a tolerance, so a
+# drop of exactly the margin counts and a tie is a tie whatever the rounding.
+_TIE = 1e-9
+DEFAULT_REGRESSION_MARGIN = 0.25
+DEFAULT_REGRESSION_K = 2
+
+
+@dataclass(frozen=True)
+class RegressionGuard:
+    """A loop going backwards: its grade has been at least ``margin`` below
+    the best grade before it for ``k`` attempts in a row.
+
+    A grade is the share of hidden checks an attempt passes, or a scored
+    attempt's score. One dip is common on the way to a fix; ``k`` in a row
+    says the fixes are breaking what already worked.
+    """
+
+    margin: float = DEFAULT_REGRESSION_MARGIN
+    k: int = DEFAULT_REGRESSION_K
+
+    def __post_init__(self) -> None:
+        if not 0 < self.margin <= 1:
+            raise ValueError("regression margin must be in (0, 1]")
+        if self.k < 1:
+            raise ValueError("regression K must be at least 1")
+
+    def regressed(self, grades: Sequence[float]) -> list[bool]:
+        """Per attempt: at least ``margin`` below the best grade before it."""
+        flags = []
+        best: float | None = None
+        for grade in grades:
+            flags.append(best is not None and best - grade >= self.margin - _TIE)
+            best = grade if best is None else max(best, grade)
+        return flags
+
+    def fires(self, grades: Sequence[float]) -> bool:
+        tail = self.regressed(grades)[-self.k :]
+        return len(tail) == self.k and all(tail)
+
+    def fire_matrix(self, grades: np.ndarray) -> np.ndarray:
+        """``fires(grades[i, : t + 1])`` for every row i and column t."""
+        matrix = _as_matrix(grades)
+        best_before = np.maximum.accumulate(matrix, axis=1)
+        regressed = np.zeros(matrix.shape, dtype=bool)
+        regressed[:, 1:] = best_before[:, :-1] - matrix[:, 1:] >= self.margin - _TIE
+        return _trailing_all(regressed, self.k)
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -18,6 +18,7 @@ import yaml
 
 SUITE_DIR = Path(__file__).parent / "suite"
 FORMAT_CHECKS: tuple[str, ...] = ("python", "json", "json_schema")
+ABOUT_MAX = 200  # a check's reviewer description is one short line on the card
 
 
 class TaskKind(StrEnum):
@@ -36,17 +37,20 @@ class Check:
 
     ``code`` runs after the candidate in its namespace (typically an assert);
     ``stdin``/``stdout`` instead run the candidate as a program on that input
-    and compare its output, ignoring trailing whitespace.
+    and compare its output, ignoring trailing whitespace. ``about`` is an
+    optional description for the human reviewer ("handles n = 0"): shown on
+    the review card when the check fails, never to the agent.
     """
 
     id: str
     code: str | None = None
     stdin: str | None = None
     stdout: str | None = None
+    about: str | None = None
 
     def to_dict(self) -> dict[str, str]:
         out = {"id": self.id}
-        for key in ("code", "stdin", "stdout"):
+        for key in ("code", "stdin", "stdout", "about"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -61,16 +65,23 @@ class Check:
             code=_opt_str(data.get("code")),
             stdin=_opt_str(data.get("stdin")),
             stdout=_opt_str(data.get("stdout")),
+            about=_opt_str(data.get("about")),
         )
+        unknown = set(data) - {"id", "code", "stdin", "stdout", "about"}
+        if unknown:
+            raise TaskError(f"{where} {check.id}: unknown fields {', '.join(sorted(unknown))}")
+        if check.about is not None and len(check.about) > ABOUT_MAX:
+            raise TaskError(f"{where} {check.id}: about is longer than {ABOUT_MAX} characters")
         if (check.code is None) == (check.stdout is None):
             raise TaskError(f"{where} {check.id}: give either code or stdout (with stdin)")
         return check
 
     def secrets(self) -> tuple[str, ...]:
         """The texts a hint must never reveal, in any encoding: the whole
-        check and, for code checks, each literal in it (an expected value
-        alone is already a leak)."""
-        texts = [s for s in (self.code, self.stdin, self.stdout) if s and s.strip()]
+        check, its reviewer description (it names what the check tests) and,
+        for code checks, each literal in it (an expected value alone is
+        already a leak)."""
+        texts = [s for s in (self.code, self.stdin, self.stdout, self.about) if s and s.strip()]
         if self.code:
             texts.extend(_literals(self.code))
         return tuple(texts)

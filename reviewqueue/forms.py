@@ -171,6 +171,11 @@ EXPORT_COLUMNS = (
     ("priority", "item__priority"),
     ("cutoff_reason", "item__cutoff_reason"),
     ("attempt_count", "item__attempt_count"),
+    ("reviewed_attempt", "item__reviewed_attempt"),  # the best attempt, which the verdict judged
+    ("checks_passed", "item__checks_passed"),
+    ("checks_total", "item__checks_total"),
+    ("reviewed_score", "item__reviewed_score"),
+    ("failing_checks", "item__failing_checks"),  # JSON text: [{"id", "about"}]
     ("producer", "item__producer"),
     ("decision", "decision"),
     ("reason_label", "reason_label"),

@@ -3,12 +3,17 @@ touch several rows (admit, claim, decide) live in services.py."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
+
+from loops.cutoff import CUTOFF_REASONS
 
 from . import policy
 
@@ -34,12 +39,17 @@ class CutoffReason(models.TextChoices):
     STEP_LIMIT = "step_limit", "step limit reached"
     STUCK = "stuck", "stuck: same failure repeated"
     OSCILLATION = "oscillation", "oscillation between failures"
+    REGRESSION = "regression", "regression: later attempts got worse"
     WALL_CLOCK = "wall_clock", "wall-clock limit"
     TOKEN_BUDGET = "token_budget", "token budget spent"
     FORMAT_ANOMALY = "format_anomaly", "format anomaly"
     DRAFT = "draft", "draft mode: one attempt, no fix loop"
     SAMPLED = "sampled", "auto-passed, sampled for audit"
     EXTERNAL = "external", "pushed by a producer"
+
+
+# The loops' cutoff reasons come first, in their order; the queue adds its own two.
+assert tuple(CutoffReason.values[: len(CUTOFF_REASONS)]) == CUTOFF_REASONS
 
 
 class QueuePolicy(models.Model):
@@ -183,8 +193,21 @@ class ReviewItem(models.Model):
     task_description = models.TextField()
     final_output = models.TextField(blank=True)
     output_truncated = models.BooleanField(default=False)
-    last_error = models.TextField(blank=True)
+    last_error = models.TextField(blank=True, help_text="the error of the reviewed attempt")
     attempt_count = models.PositiveIntegerField(default=0)
+    reviewed_attempt = models.PositiveIntegerField(
+        default=0, help_text="which attempt the output is (1-based): the best graded one; 0 when not known"
+    )
+    checks_passed = models.PositiveIntegerField(null=True, blank=True, help_text="hidden checks the output passes")
+    checks_total = models.PositiveIntegerField(null=True, blank=True)
+    reviewed_score = models.FloatField(
+        null=True, blank=True, help_text="scored tasks: the stop rule's estimate of the reviewed attempt's quality"
+    )
+    # JSON text, not a JSONField: admit()'s one-statement path hands every
+    # value to the database driver as it is, which a JSON value would not survive.
+    failing_checks = models.TextField(
+        blank=True, help_text='JSON list of the failing hidden checks, [{"id": ..., "about": ...}], in task order'
+    )
     cutoff_reason = models.CharField(max_length=32, choices=CutoffReason.choices)
     label = models.CharField(max_length=16, choices=Label.choices, default=Label.UNVERIFIED)
     draft = models.BooleanField(default=False)
@@ -233,6 +256,26 @@ class ReviewItem(models.Model):
 
     def candidate(self) -> policy.Candidate:
         return policy.Candidate(priority=self.priority, arrived=self.created_at.timestamp(), key=self.pk)
+
+    def failing_check_list(self) -> list[dict[str, str]]:
+        """The failing checks with the reviewer's description of each; [] when
+        none were recorded (or the stored text is not the list it should be)."""
+        try:
+            value: Any = json.loads(self.failing_checks) if self.failing_checks else []
+        except ValueError:
+            return []
+        if not isinstance(value, list):
+            return []
+        return [
+            {"id": str(c.get("id", "")), "about": str(c.get("about") or "")}
+            for c in value
+            if isinstance(c, dict) and c.get("id")
+        ]
+
+    @property
+    def reviewed_is_earlier(self) -> bool:
+        """The output is an earlier attempt than the last: a later one was worse."""
+        return 0 < self.reviewed_attempt < self.attempt_count
 
     def lease_seconds_left(self, now: object = None) -> int:
         if self.status != self.Status.CLAIMED or self.lease_expires_at is None:
@@ -396,6 +439,12 @@ class LoopRun(models.Model):
     stop_reason = models.CharField(max_length=32, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     tokens = models.PositiveIntegerField(default=0)
+    grades = models.JSONField(
+        default=list, blank=True, help_text="hidden checks passed by each attempt, in order (never the checks)"
+    )
+    scores = models.JSONField(default=list, blank=True, help_text="scored tasks: each attempt's score")
+    checks_total = models.PositiveIntegerField(null=True, blank=True)
+    reviewed_attempt = models.PositiveIntegerField(default=0, help_text="the attempt handed over (1-based)")
     step_limit = models.PositiveIntegerField(null=True, blank=True)
     draft = models.BooleanField(default=False)
     sampled = models.BooleanField(default=False)

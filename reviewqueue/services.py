@@ -8,10 +8,11 @@ changes are serialised in every database.
 
 from __future__ import annotations
 
+import json
 import logging
 import operator
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -189,9 +190,20 @@ def admit(
     task_kind: str = "",
     source_run_id: str = "",
     producer: str = "",
+    reviewed_attempt: int = 0,
+    checks_passed: int | None = None,
+    checks_total: int | None = None,
+    failing_checks: Sequence[Mapping[str, Any]] = (),
+    reviewed_score: float | None = None,
     now: datetime | None = None,
 ) -> AdmitResult:
     """Admit one produced output to the queue under the watermark policy.
+
+    ``reviewed_attempt`` says which attempt the output is (a loop hands over
+    its best, not always its last), ``checks_passed`` of ``checks_total`` its
+    grade, and ``failing_checks`` (``{"id", "about"}``) the hidden checks it
+    fails with the reviewer's description of each; for a scored task,
+    ``reviewed_score`` is the stop rule's estimate of that attempt's quality.
 
     Safe to repeat: a second call with the same ``idempotency_key`` changes
     nothing and answers "duplicate" with the first call's item. At capacity the
@@ -211,6 +223,11 @@ def admit(
         raise InvalidInput("priority", "must be an integer in [-1000, 1000]")
     if not isinstance(attempt_count, int) or isinstance(attempt_count, bool) or not 0 <= attempt_count <= 10_000:
         raise InvalidInput("attempt_count", "must be an integer in [0, 10000]")
+    grade = _clean_grade(attempt_count, reviewed_attempt, checks_passed, checks_total, failing_checks)
+    if reviewed_score is not None and (
+        not isinstance(reviewed_score, int | float) or isinstance(reviewed_score, bool) or not 0 <= reviewed_score <= 1
+    ):
+        raise InvalidInput("reviewed_score", "must be a number in [0, 1]")
     limit = settings.REVIEWQUEUE_MAX_OUTPUT_CHARS
     description, _ = clean_text(task_description, limit=limit)
     if not description.strip():
@@ -228,6 +245,11 @@ def admit(
         output_truncated=truncated,
         last_error=error,
         attempt_count=attempt_count,
+        reviewed_attempt=reviewed_attempt,
+        checks_passed=checks_passed,
+        checks_total=checks_total,
+        failing_checks=grade,
+        reviewed_score=None if reviewed_score is None else float(reviewed_score),
         cutoff_reason=cutoff_reason,
         label=label,
         draft=draft,
@@ -317,6 +339,42 @@ def admit(
         _set_state(queue, plan.mode, plan.depth, now)
         _remember(queue, gates_enabled)
         return AdmitResult(outcome, item, queue.mode, shed_item=shed_item, depth=plan.depth)
+
+
+def _is_count(value: object, top: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top
+
+
+def _clean_grade(
+    attempt_count: int,
+    reviewed_attempt: object,
+    checks_passed: object,
+    checks_total: object,
+    failing_checks: object,
+) -> str:
+    """Check the reviewed attempt's grade; its failing checks as stored JSON text."""
+    if not _is_count(reviewed_attempt, 10_000) or (attempt_count and reviewed_attempt > attempt_count):  # type: ignore[operator]
+        raise InvalidInput("reviewed_attempt", "must be an integer in [0, attempt_count]")
+    if (checks_passed is None) != (checks_total is None):
+        raise InvalidInput("checks_passed", "give checks_passed and checks_total together, or neither")
+    if checks_total is not None:
+        if not _is_count(checks_total, 10_000) or checks_total == 0:
+            raise InvalidInput("checks_total", "must be an integer in [1, 10000]")
+        if not _is_count(checks_passed, checks_total):  # type: ignore[arg-type]
+            raise InvalidInput("checks_passed", "must be an integer in [0, checks_total]")
+    if isinstance(failing_checks, (str, bytes)) or not isinstance(failing_checks, Sequence):
+        raise InvalidInput("failing_checks", "must be a list of {id, about}")
+    if len(failing_checks) > 1000:
+        raise InvalidInput("failing_checks", "at most 1000 checks")
+    cleaned = []
+    for check in failing_checks:
+        if not isinstance(check, Mapping) or not isinstance(check.get("id"), str) or not check["id"].strip():
+            raise InvalidInput("failing_checks", "each entry needs an id (text)")
+        about = check.get("about") or ""
+        if not isinstance(about, str):
+            raise InvalidInput("failing_checks", f"about of {check['id'][:50]!r} must be text")
+        cleaned.append({"id": clean_text(check["id"], limit=200)[0], "about": clean_text(about, limit=200)[0]})
+    return json.dumps(cleaned) if cleaned else ""
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,7 @@ def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agen
     run id) keeps the second pass from adding a second item.
     """
     from loops.agents import AgentError, make_agent
+    from loops.cutoff import cutoff_summary
     from loops.runner import LoopConfig, run_task
     from loops.tasks import Task, TaskKind
 
@@ -139,12 +140,19 @@ def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agen
 
     item: ReviewItem | None = None
     sampled = False
+    # The reviewer sees the best attempt, its grade and its failing checks.
+    summary = cutoff_summary(result)
     common = {
         "idempotency_key": f"run:{run_id}",
         "task_description": parsed.description,
         "final_output": result.final_output,
         "last_error": result.last_error,
         "attempt_count": result.attempts,
+        "reviewed_attempt": summary["reviewed_attempt"],
+        "checks_passed": summary["checks_passed"],
+        "checks_total": summary["checks_total"],
+        "failing_checks": summary["failing_checks"],
+        "reviewed_score": summary["reviewed_score"],
         "priority": parsed.priority,
         "task_id": parsed.id,
         "task_kind": str(parsed.kind),
@@ -168,6 +176,10 @@ def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agen
         stop_reason=result.stop_reason,
         attempts=result.attempts,
         tokens=result.tokens,
+        grades=list(result.grades),
+        scores=list(result.scores),
+        checks_total=result.checks_total or None,
+        reviewed_attempt=result.reviewed_attempt,
         step_limit=config.step_limit,
         draft=result.draft,
         sampled=sampled,
@@ -182,6 +194,7 @@ def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agen
             "outcome": outcome,
             "stop_reason": result.stop_reason,
             "attempts": result.attempts,
+            "reviewed_attempt": result.reviewed_attempt,
             "draft": result.draft,
         },
     )

@@ -137,6 +137,11 @@ class Error(Schema):
     detail: str = ""
 
 
+class FailingCheckIn(Schema):
+    id: str = Field(..., min_length=1, max_length=200, description="the hidden check's id")
+    about: str = Field("", max_length=200, description="what the check is for, shown to the reviewer")
+
+
 class OutputIn(Schema):
     """A cutoff output pushed by a producer; the same fields admit() takes."""
 
@@ -152,6 +157,11 @@ class OutputIn(Schema):
     task_id: str = Field("", max_length=200)
     task_kind: str = Field("", max_length=20)
     source_run_id: str = Field("", max_length=200)
+    reviewed_attempt: int = Field(0, ge=0, le=10_000, description="which attempt the output is (1-based), if known")
+    checks_passed: int | None = Field(None, ge=0, le=10_000, description="hidden checks that attempt passes")
+    checks_total: int | None = Field(None, ge=1, le=10_000)
+    failing_checks: list[FailingCheckIn] = Field(default_factory=list, max_length=1000)
+    reviewed_score: float | None = Field(None, ge=0, le=1, description="scored tasks: that attempt's estimated quality")
 
 
 class OutputOut(Schema):

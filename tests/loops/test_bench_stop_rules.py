@@ -9,12 +9,14 @@ from loops.bench import (
     SCENARIOS,
     SIGMAS,
     Batch,
+    _handover_one,
     apply_rule,
     main,
     run_bench,
+    run_handover,
     simulate,
 )
-from loops.stop_rules import FixedBudget, Threshold
+from loops.stop_rules import FixedBudget, RegressionGuard, Threshold, make_stop_rule
 
 # The published replication study at sigma = 0.10 (10 seeds x 300 tasks).
 PUBLISHED = {"threshold": (71.2, 3.54), "confirm2": (97.2, 4.91), "fixed6": (92.8, 6.0)}
@@ -149,3 +151,61 @@ def test_it_sweeps_every_sigma_and_scenario_into_a_table_and_a_plot(capsys: pyte
 def test_it_refuses_an_unknown_bench_or_rule(capsys: pytest.CaptureFixture) -> None:
     assert main(["nothing"]) == 2
     assert main(["stop-rules", "--sigma", "0.1", "--rules", "bogus"]) == 2
+
+
+# --- non-monotone curves: last vs best so far, and the regression guard
+
+
+def test_it_prints_the_same_rules_entries_for_the_regress_scenario(capsys: pytest.CaptureFixture) -> None:
+    assert main(["stop-rules", "--sigma", "0.1", "--regress-prob", "0.3", "--seeds", "2", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["scenario"] == "regressions" and payload["regress_prob"] == 0.3
+    assert set(payload["rules"]) == set(payload["handover"]) >= {"fixed6", "threshold", "confirm2", "smooth2", "margin"}
+    for entry in payload["rules"].values():
+        for key in ("true_reach_pct", "observed_reach_pct", "mean_steps"):
+            assert isinstance(entry[key], float | int)
+    for h in payload["handover"].values():
+        assert h["guard_mean_steps"] <= h["mean_steps"]
+        assert h["steps_saved"] == pytest.approx(h["mean_steps"] - h["guard_mean_steps"], abs=0.002)
+    # the plain contract, without --regress-prob, is the published scenario and has no handover
+    assert main(["stop-rules", "--sigma", "0.1", "--seeds", "2", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["scenario"] == "published" and "handover" not in plain
+    assert plain["rules"]["confirm2"] != payload["rules"]["confirm2"]
+
+
+def test_the_regress_probability_sets_how_often_quality_falls() -> None:
+    rng = np.random.default_rng
+    never = simulate(rng(5), 0.0, "regressions", regress_prob=0.0)
+    rare = simulate(rng(5), 0.0, "regressions", regress_prob=0.1)
+    often = simulate(rng(5), 0.0, "regressions", regress_prob=0.5)
+    assert np.all(np.diff(never.quality, axis=1) > 0)
+    falls_rare = (np.diff(rare.quality, axis=1) < 0).mean()
+    falls_often = (np.diff(often.quality, axis=1) < 0).mean()
+    # a fall at the very first steps is clipped at progress 1, so fewer than p show
+    assert 0.05 < falls_rare < 0.1 and falls_often > 2.5 * falls_rare
+    with pytest.raises(ValueError):
+        simulate(rng(5), 0.0, "regressions", regress_prob=1.5)
+
+
+def test_handing_over_the_best_beats_the_last_when_quality_falls_and_the_judge_is_sharp() -> None:
+    handover = run_handover(0.02, seeds=3, rules=("confirm2",), regress_prob=0.3)["confirm2"]
+    assert handover.best_quality > handover.last_quality + 0.01
+    assert handover.steps_saved > 0
+
+
+def test_the_guard_hands_over_what_it_stopped_on_the_best_of() -> None:
+    # One task: rises to 0.9, then falls twice; the rule never fires (bar 0.95).
+    quality = np.array([[0.5, 0.9, 0.5, 0.4, 0.95, 0.95, 0.95, 0.95]])
+    batch = Batch(quality=quality, scores=quality.copy())
+    rule = make_stop_rule("threshold", bar=0.99)
+    out = _handover_one(rule, batch, RegressionGuard(margin=0.25, k=2), bar=0.8)
+    assert out["guard_mean_steps"] == 4 and out["mean_steps"] == 8
+    assert out["guard_quality"] == pytest.approx(0.9)  # attempt 2, the best before the stop
+    assert out["last_quality"] == pytest.approx(0.95) and out["guard_fired_pct"] == 100.0
+
+
+def test_it_refuses_a_regress_probability_with_another_scenario(capsys: pytest.CaptureFixture) -> None:
+    assert main(["stop-rules", "--sigma", "0.1", "--regress-prob", "0.2", "--scenario", "bias"]) == 2
+    assert main(["stop-rules", "--sigma", "0.1", "--regress-prob", "2"]) == 2
+    assert main(["stop-rules", "--sigma", "0.1", "--regress-prob", "0.2", "--regression-after", "0"]) == 2

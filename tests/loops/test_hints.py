@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loops.hints import REDACTED, Failure, Redactor, build_prompt
-from loops.tasks import builtin_suite
+from loops.tasks import Check, builtin_suite
 
 # --- an independent oracle: the test's own idea of "the secret is readable here"
 
@@ -204,3 +204,81 @@ def test_it_keeps_the_agents_own_error_message_when_it_reveals_nothing() -> None
     prompt = build_prompt(task.description, history, redactor, step_limit=5)
 
     assert "name 'offset' is not defined" in prompt
+
+
+# --- frozen passes and reviewer descriptions in the prompt
+
+ABOUT_WORDS = ["handles", "empty", "input", "negative", "zero", "unicode", "overflow", "rounding", "leap", "year"]
+about_text = st.lists(st.sampled_from(ABOUT_WORDS), min_size=2, max_size=4).map(" ".join)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    about=about_text,
+    content=st.lists(st.sampled_from(sorted(CONTENT)), max_size=2),
+    presentation=st.lists(st.sampled_from(sorted(PRESENTATION)), max_size=1),
+    passed=st.integers(min_value=0, max_value=4),
+    regressed=st.lists(st.sampled_from(["check_1", "check_2", "check_3"]), max_size=3, unique=True),
+    before=noise,
+)
+def test_a_checks_description_never_reaches_the_prompt_with_the_new_hint_fields(
+    about: str, content: list[str], presentation: list[str], passed: int, regressed: list[str], before: str
+) -> None:
+    # The agent's own code may have printed or raised the description (it
+    # guessed it, or read it somewhere): every such fragment is dropped.
+    leaked = about
+    for name in content:
+        leaked = CONTENT[name](leaked)
+    for name in presentation:
+        leaked = PRESENTATION[name](leaked)
+    check = Check(id="check_1", code="assert f(0) == 1", about=about)
+    redactor = Redactor.for_secrets(check.secrets())
+    failure = Failure(
+        attempt=2,
+        failure_class="AssertionError",
+        failed_checks=("check_1", *regressed),
+        messages=(f"{before}{leaked}",),
+        log_tail=f"note: {leaked}",
+        checks_passed=passed,
+        checks_total=5,
+        regressed_checks=tuple(regressed),
+    )
+
+    prompt = build_prompt("Write f(n).", [failure, failure], redactor, step_limit=5)
+
+    assert not _readable_in(about, prompt)
+    assert f"Hidden checks passing: {passed} of 5." in prompt
+    if regressed:
+        assert "Regression: " + ", ".join(regressed) in prompt
+
+
+def test_it_tells_the_agent_what_passes_must_keep_passing_and_what_regressed() -> None:
+    task = next(t for t in builtin_suite() if t.id == "roman")
+    redactor = Redactor.for_secrets(task.secrets())
+    failure = Failure(
+        attempt=4,
+        failure_class="AssertionError",
+        failed_checks=("check_2", "check_3", "check_4", "check_5"),
+        checks_passed=1,
+        checks_total=5,
+        regressed_checks=("check_2", "check_3", "check_4"),
+    )
+
+    prompt = build_prompt(task.description, [failure], redactor, step_limit=6)
+
+    assert "Hidden checks passing: 1 of 5. They must keep passing" in prompt
+    assert "Failing hidden checks: check_2, check_3, check_4, check_5." in prompt
+    assert "Regression: check_2, check_3, check_4 passed in an earlier attempt and fail now." in prompt
+    for check in task.checks:
+        assert check.about is not None and check.about not in prompt
+        assert check.code is not None and not _readable_in(check.code, prompt)
+
+
+def test_it_says_nothing_about_passes_when_the_checks_did_not_run() -> None:
+    prompt = build_prompt(
+        "Write f.",
+        [Failure(1, "FormatError", ("format",), ("not valid Python",))],
+        Redactor.for_secrets([]),
+        step_limit=3,
+    )
+    assert "passing" not in prompt and "Regression" not in prompt

@@ -7,6 +7,7 @@ producers do; inside one, admit() always takes the general path."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -45,6 +46,11 @@ def output(key: str, **overrides: Any) -> dict[str, Any]:
         "cutoff_reason": "step_limit",
         "last_error": "AssertionError: check_2",
         "attempt_count": 5,
+        "reviewed_attempt": 3,
+        "checks_passed": 1,
+        "checks_total": 3,
+        "failing_checks": [{"id": "check_2", "about": "handles n = 7"}, {"id": "check_3"}],
+        "reviewed_score": 0.625,
         "task_id": "is_even",
         "task_kind": "code",
         "source_run_id": "run-1",
@@ -85,7 +91,9 @@ def test_its_values_are_what_the_orm_would_send() -> None:
     # The statement sends the model's attributes as they are; Django's own
     # preparation must not change any of them for these field types.
     now = services.timezone.now()
-    item = ReviewItem(**{**output("prep"), "created_at": now, "updated_at": now, "output_truncated": True})
+    fields = output("prep")
+    fields["failing_checks"] = json.dumps(fields["failing_checks"])  # the model stores it as JSON text
+    item = ReviewItem(**{**fields, "created_at": now, "updated_at": now, "output_truncated": True})
     prepared = [f.get_db_prep_save(getattr(item, f.attname), connection) for f in services._INSERT_FIELDS]
     assert list(services._insert_values(item)) == prepared
 

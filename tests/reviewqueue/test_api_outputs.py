@@ -160,3 +160,38 @@ def test_it_serves_an_openapi_document(client: Any, db: None) -> None:
     doc = response.json()
     assert "/api/outputs" in doc["paths"]
     assert "/api/stats" in doc["paths"]
+
+
+def test_it_takes_the_reviewed_attempt_its_grade_and_failing_checks(client: Any, token: str) -> None:
+    body = _output(
+        cutoff_reason="regression",
+        attempt_count=5,
+        reviewed_attempt=3,
+        checks_passed=4,
+        checks_total=5,
+        failing_checks=[{"id": "check_5", "about": "handles n = 0"}, {"id": "check_6"}],
+    )
+    response = _post(client, body, token)
+    assert response.status_code == 201
+    item = ReviewItem.objects.get()
+    assert (item.cutoff_reason, item.reviewed_attempt, item.checks_passed, item.checks_total) == ("regression", 3, 4, 5)
+    assert item.failing_check_list() == [{"id": "check_5", "about": "handles n = 0"}, {"id": "check_6", "about": ""}]
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"reviewed_attempt": 4}, "reviewed_attempt"),  # beyond attempt_count (3)
+        ({"checks_passed": 2}, "checks_passed"),  # without checks_total
+        ({"checks_passed": 6, "checks_total": 5}, "checks_passed"),
+        ({"failing_checks": [{"about": "no id"}]}, "failing_checks"),
+        ({"failing_checks": [{"id": "c", "about": "x" * 201}]}, "failing_checks"),
+    ],
+)
+def test_it_names_a_grade_that_does_not_add_up_and_stores_nothing(
+    client: Any, token: str, fields: dict[str, Any], named: str
+) -> None:
+    response = _post(client, _output(**fields), token)
+    assert response.status_code == 400
+    assert any(key.startswith(named) for key in response.json()["fields"]), response.json()
+    assert not ReviewItem.objects.exists()

@@ -136,3 +136,28 @@ def test_it_creates_a_token_from_the_command_line(db: None) -> None:
     token = ApiToken.objects.get(name="ci-producer")
     assert token.token_hash == hash_token(plain)
     assert token.can_read_metrics is True
+
+
+def test_it_exports_the_reviewed_attempt_its_grade_and_the_regression_reason(
+    client: Any, operator: Any, reviewer: Any, admit_item: Any
+) -> None:
+    admit_item(
+        cutoff_reason="regression",
+        attempt_count=5,
+        reviewed_attempt=3,
+        checks_passed=4,
+        checks_total=5,
+        failing_checks=[{"id": "check_5", "about": "subtractive forty"}],
+    )
+    _decide(reviewer, approve=False)
+    client.force_login(operator)
+    rows = list(csv.DictReader(io.StringIO(_body(client.get(reverse("ops:export_download"), {"format": "csv"})))))
+    row = rows[0]
+    assert row["cutoff_reason"] == "regression"
+    assert (row["attempt_count"], row["reviewed_attempt"], row["checks_passed"], row["checks_total"]) == (
+        "5",
+        "3",
+        "4",
+        "5",
+    )
+    assert json.loads(row["failing_checks"]) == [{"id": "check_5", "about": "subtractive forty"}]

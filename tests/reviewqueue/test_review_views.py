@@ -94,7 +94,7 @@ def test_it_shows_exactly_the_task_output_and_why_it_is_here(rita_client, review
     )
     assert task < output < why
     assert "AssertionError: case 15" in body
-    assert "<dd>7</dd>" in body
+    assert "7 attempts" in body
     assert 'class="badge sampled"' in body
     assert 'class="badge draft"' in body
     assert "confidence" not in body.lower()
@@ -321,3 +321,40 @@ def test_it_carries_notices_as_messages_after_a_plain_form_decision(rita_client,
     claim_for(reviewer)
     response = rita_client.post(reverse("review:decide", args=[item.pk]), {"decision": "approve"}, follow=True)
     assert f"Approved item #{item.pk}" in response.content.decode()
+
+
+def test_it_shows_which_attempt_is_reviewed_its_grade_and_the_failing_checks_descriptions(
+    rita_client, reviewer, admit_item
+):
+    admit_item(
+        attempt_count=5,
+        reviewed_attempt=3,
+        checks_passed=4,
+        checks_total=5,
+        cutoff_reason="regression",
+        last_error="AssertionError at check_5 (attempt 3)",
+        failing_checks=[{"id": "check_5", "about": "subtractive <b>forty</b>"}],
+    )
+    claim_for(reviewer)
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    assert "regression: later attempts got worse" in body
+    assert "attempt 3 of 5, the best: 4 of 5 checks" in body
+    assert "Error of attempt 3" in body and "AssertionError at check_5 (attempt 3)" in body
+    assert "<code>check_5</code> subtractive &lt;b&gt;forty&lt;/b&gt;" in body  # escaped like all stored text
+
+
+def test_it_says_last_error_and_lists_no_checks_when_the_last_attempt_is_reviewed(rita_client, reviewer, admit_item):
+    admit_item(attempt_count=4, reviewed_attempt=4, checks_passed=1, checks_total=2, failing_checks=[{"id": "c2"}])
+    claim_for(reviewer)
+    body = rita_client.get(reverse("review:queue"), **HX).content.decode()
+    assert "attempt 4 of 4, the best: 1 of 2 checks" in body
+    assert "Last error" in body and "Error of attempt" not in body
+    assert '<code>c2</code> <span class="muted">(no description)</span>' in body
+
+
+def test_it_shows_a_scored_attempts_estimated_quality(rita_client, reviewer, admit_item):
+    admit_item(attempt_count=6, reviewed_attempt=4, reviewed_score=0.8375)
+    claim_for(reviewer)
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    assert "attempt 4 of 6, the best: estimated quality 0.84" in body
+    assert "Failing checks" not in body

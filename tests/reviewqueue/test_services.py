@@ -388,3 +388,48 @@ def test_it_cleans_nul_from_the_short_fields(admit_item: Any) -> None:
     item = admit_item(task_id="t\x00", producer="p\x00", source_run_id="r\x00").item
     item.refresh_from_db()
     assert (item.task_id, item.producer, item.source_run_id) == ("t\ufffd", "p\ufffd", "r\ufffd")
+
+
+# --- the reviewed attempt's grade ----------------------------------------------------
+
+
+def test_admit_keeps_the_reviewed_attempt_its_grade_and_failing_checks(admit_item):
+    item = admit_item(
+        attempt_count=5,
+        reviewed_attempt=3,
+        checks_passed=4,
+        checks_total=5,
+        failing_checks=[{"id": "check_5", "about": "subtractive forty"}],
+    ).item
+    item.refresh_from_db()
+    assert (item.reviewed_attempt, item.checks_passed, item.checks_total) == (3, 4, 5)
+    assert item.failing_check_list() == [{"id": "check_5", "about": "subtractive forty"}]
+    assert item.reviewed_is_earlier
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"reviewed_attempt": 6}, "reviewed_attempt"),
+        ({"reviewed_attempt": -1}, "reviewed_attempt"),
+        ({"checks_passed": 2}, "checks_passed"),
+        ({"checks_passed": 6, "checks_total": 5}, "checks_passed"),
+        ({"checks_passed": 0, "checks_total": 0}, "checks_total"),
+        ({"failing_checks": "check_1"}, "failing_checks"),
+        ({"failing_checks": [{"about": "no id"}]}, "failing_checks"),
+        ({"failing_checks": [{"id": "c", "about": 3}]}, "failing_checks"),
+        ({"reviewed_score": 1.5}, "reviewed_score"),
+        ({"reviewed_score": "high"}, "reviewed_score"),
+    ],
+)
+def test_admit_refuses_a_grade_that_does_not_add_up_and_stores_nothing(admit_item, fields, field):
+    with pytest.raises(services.InvalidInput) as caught:
+        admit_item(attempt_count=5, **fields)
+    assert caught.value.field == field
+    assert not ReviewItem.objects.exists()
+
+
+def test_an_item_without_a_grade_reads_as_before(admit_item):
+    item = admit_item().item
+    assert (item.reviewed_attempt, item.checks_passed, item.checks_total) == (0, None, None)
+    assert item.failing_check_list() == [] and not item.reviewed_is_earlier

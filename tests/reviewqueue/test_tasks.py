@@ -101,3 +101,35 @@ def test_submit_loop_stores_a_task_with_nul_and_invalid_text_safely() -> None:
     run.refresh_from_db()
     assert "\x00" not in run.task["description"]
     assert run.task["description"].startswith("notes")
+
+
+def test_it_hands_the_best_attempt_of_a_regressing_loop_to_the_queue_with_its_grade() -> None:
+    assert run("roman") == "enqueued"
+    assert run("roman") == "enqueued"  # second delivery: the same item
+    item = ReviewItem.objects.get()
+    assert item.cutoff_reason == "regression"
+    assert (item.reviewed_attempt, item.attempt_count, item.checks_passed, item.checks_total) == (3, 5, 4, 5)
+    assert '(9, "IX")' in item.final_output and "reversed=True" not in item.final_output
+    assert item.last_error.startswith("AssertionError at check_5 (attempt 3)")
+    assert item.failing_check_list() == [{"id": "check_5", "about": "subtractive forty"}]
+    loop = LoopRun.objects.get()
+    assert loop.grades == [1, 3, 4, 1, 0] and loop.checks_total == 5 and loop.reviewed_attempt == 3
+
+
+def test_it_keeps_a_converged_runs_grades_on_the_run() -> None:
+    run("stack")
+    loop = LoopRun.objects.get()
+    assert loop.grades == [2, 2, 3] and loop.checks_total == 3 and loop.reviewed_attempt == 3
+
+
+def test_it_hands_a_scored_loops_best_estimate_to_the_queue() -> None:
+    scored = {"id": "essay", "description": "Write an essay.", "kind": "grey", "scored": True, "stop_rule": "fixed:99"}
+    services.policy_update(user=None, changes={"step_limit": 4})
+    assert run_loop(task=scored, run_id="s1", agent="scored", agent_options={"seed": 1, "sigma": 0.1}) == "enqueued"
+    item = ReviewItem.objects.get()
+    loop = LoopRun.objects.get()
+    assert item.cutoff_reason in {"step_limit", "regression"} and len(loop.scores) == item.attempt_count
+    # fixed:N trusts single readings, so its estimate of an attempt is that attempt's score
+    assert item.reviewed_score == max(loop.scores)
+    assert loop.scores[item.reviewed_attempt - 1] == item.reviewed_score
+    assert item.checks_total is None and loop.grades == []

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
 from reviewqueue.models import LoopRun, ReviewItem
 
@@ -75,3 +77,25 @@ def test_a_worker_child_killed_mid_loop_is_redelivered_without_loss_or_duplicate
     assert run.deliveries >= 2
     assert run.outcome == "enqueued"
     assert ReviewItem.objects.filter(source_run_id="kill-1").count() == 1
+
+
+def test_a_regressing_loop_reaches_the_reviewers_card_as_its_best_attempt_labelled_regression(
+    start_worker: Any, broker_url: str, reviewer: Any
+) -> None:
+    start_worker(concurrency=1)
+    send(sender(broker_url), "roman", run_id="regress-1")
+    wait_for(lambda: finished("regress-1"))
+    run = LoopRun.objects.get(run_id="regress-1")
+    assert (run.outcome, run.stop_reason, run.grades) == ("enqueued", "regression", [1, 3, 4, 1, 0])
+
+    client = Client()
+    client.force_login(reviewer)
+    client.post(reverse("review:next"))  # claim, as the Start button does
+    card = client.get(reverse("review:queue")).content.decode()
+    assert "regression: later attempts got worse" in card
+    assert "attempt 3 of 5, the best: 4 of 5 checks" in card
+    assert "Error of attempt 3" in card and "AssertionError at check_5 (attempt 3)" in card
+    assert "<code>check_5</code> subtractive forty" in card
+    # attempt 3's output (a table of digits), not attempt 5's broken NUMERALS rewrite
+    assert "digit" in card and "NUMERALS" not in card
+    assert "NUMERALS" not in ReviewItem.objects.get(source_run_id="regress-1").final_output
