@@ -47,6 +47,11 @@ class PolicyForm(forms.ModelForm):
         }
         widgets: ClassVar[dict[str, Any]] = {"instructions": forms.Textarea(attrs={"rows": 8})}
 
+    def clean_instructions(self) -> str:
+        # Browsers send textarea lines as CRLF; stored as LF, so saving the
+        # form unchanged is not recorded as a change to the instructions.
+        return str(self.cleaned_data.get("instructions", "")).replace("\r\n", "\n").strip()
+
     def changes(self) -> dict[str, Any]:
         """Only the fields whose values differ, ready for services.policy_update."""
         return {name: self.cleaned_data[name] for name in self.changed_data if name in QueuePolicy.EDITABLE_FIELDS}

@@ -52,8 +52,7 @@ check it gets, and the loop's step limit learns from your verdicts.
 fits the main problem; use *unclear* when the task itself is ambiguous.
 
 **Skip** (`s`) when you cannot judge it: the item goes back to the queue for
-someone else.
-"""
+someone else."""
 
 
 class QueuePolicy(models.Model):

@@ -14,6 +14,7 @@ from typing import Any
 
 import nh3
 from django import template
+from django.utils.html import linebreaks
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
@@ -24,6 +25,11 @@ register = template.Library()
 
 # Headings in a task sit below the card's own "Item #N" (h1) and "Task" (h2).
 HEADING_SHIFT = 2
+# markdown-it drops whatever is nested deeper than this (it bounds recursion).
+MAX_NESTING = 20
+# Parsing costs up to about 25 µs a character on hostile input (runs of
+# "["), so longer text is shown plain: a card never waits more than ~0.25 s.
+MAX_MARKDOWN_CHARS = 10_000
 
 ALLOWED_TAGS = {
     "p",
@@ -60,8 +66,8 @@ def _shifted_heading(self: RendererHTML, tokens: list[Token], idx: int, options:
     return self.renderToken(tokens, idx, options, env)
 
 
-def _parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+def _parser(max_nesting: int) -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "maxNesting": max_nesting}).enable(["table", "strikethrough"])
     # Images would load from anywhere (and the CSP allows only this site): the
     # alt text and link stay readable as a plain link instead.
     md.disable("image")
@@ -79,12 +85,33 @@ def _without_style(self: RendererHTML, tokens: list[Token], idx: int, options: O
     return self.renderToken(tokens, idx, options, env)
 
 
-_MARKDOWN = _parser()
+_MARKDOWN = _parser(MAX_NESTING)
+_DEEPER = _parser(2 * MAX_NESTING)
+
+
+def _token_count(tokens: list[Token]) -> int:
+    return sum(1 + _token_count(token.children or []) for token in tokens)
+
+
+def _deepest(tokens: list[Token]) -> int:
+    return max((max(token.level, _deepest(token.children or [])) for token in tokens), default=0)
 
 
 def markdown_html(text: str) -> str:
-    """Markdown source as sanitised HTML. Deterministic and safe on any input."""
-    rendered = _MARKDOWN.render(text or "")
+    """Markdown source as sanitised HTML. Deterministic and safe on any input.
+
+    Text nested past markdown-it's limit would silently lose its innermost
+    part, and very long text would be slow to parse: both are shown as
+    escaped plain paragraphs instead, whole."""
+    text = text or ""
+    if len(text) > MAX_MARKDOWN_CHARS:
+        return str(linebreaks(text, autoescape=True))
+    env: EnvType = {}
+    tokens = _MARKDOWN.parse(text, env)
+    # Near the limit, a second parse with room to spare tells whether anything was cut.
+    if _deepest(tokens) >= MAX_NESTING - 2 and _token_count(tokens) != _token_count(_DEEPER.parse(text, {})):
+        return str(linebreaks(text, autoescape=True))
+    rendered = _MARKDOWN.renderer.render(tokens, _MARKDOWN.options, env)
     return nh3.clean(
         rendered,
         tags=ALLOWED_TAGS,
