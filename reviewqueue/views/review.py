@@ -161,7 +161,7 @@ def _already_decided(item_id: int, reviewer: AbstractBaseUser, approve: bool, re
         return Notice(f"Your verdict on item #{item_id} was already recorded ({recorded}); nothing changed.")
     undo_seconds = settings.REVIEWQUEUE_UNDO_SECONDS
     undo = (
-        f" Press u within {undo_seconds} s of that verdict to take it back."
+        f" Undo (u) within {undo_seconds} s of that verdict takes it back."
         if timezone.now() - verdict.created_at < timedelta(seconds=undo_seconds)
         else ""
     )
@@ -303,7 +303,8 @@ def decide(request: HttpRequest, item_id: int) -> HttpResponse:
         notices.append(Notice(f"{exc.message}. Your verdict was not recorded.", "error"))
     else:
         verb = "Approved" if approve else f"Rejected ({ReasonLabel(reason_label).label})"
-        notices.append(Notice(f"{verb} item #{item_id}. Press u within {settings.REVIEWQUEUE_UNDO_SECONDS} s to undo."))
+        seconds = settings.REVIEWQUEUE_UNDO_SECONDS
+        notices.append(Notice(f"{verb} item #{item_id}. Undo (u) within {seconds} s takes it back."))
     decided = time.perf_counter()
     state = _claim_next(request, notices)
     if lease_ran_out:

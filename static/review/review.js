@@ -355,7 +355,10 @@
     if (event.target && event.target.id === "note") saveNote();
   });
   document.addEventListener("click", function (event) {
-    if (event.target.closest && event.target.closest("[data-shortcuts]")) toggleShortcuts();
+    if (!event.target.closest) return;
+    if (event.target.closest("[data-shortcuts]")) toggleShortcuts();
+    // A button pressed on purpose: the notice about earlier keys is done.
+    if (event.isTrusted && event.target.closest("#card button")) clearKeyStatus();
   });
   document.addEventListener("htmx:beforeSwap", onBeforeSwap);
   // Fired once per swapped-in element (the card, the context panel out of

@@ -248,7 +248,7 @@ def test_it_tells_the_second_tab_what_the_first_recorded(rita_client, reviewer, 
     body = response.content.decode()
     assert f"Item #{item.pk} was already approved just now by you, in another tab or window" in body
     assert "this rejection was not recorded" in body
-    assert "Press u within 15 s" in body
+    assert "Undo (u) within 15 s of that verdict takes it back" in body
     assert Verdict.objects.get(item=item).decision == "approve"
 
 
