@@ -129,7 +129,10 @@
         event.target.blur();
         event.preventDefault();
       } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && event.target.id === "note") {
-        if (submitArmed()) event.preventDefault();
+        if (!acceptsKey("Enter")) {
+          event.preventDefault();
+          ignoreKey("Ctrl+Enter");
+        } else if (submitArmed()) event.preventDefault();
       }
       return;
     }
@@ -211,8 +214,8 @@
     var el = document.getElementById("key-status");
     if (!el) return;
     el.textContent =
-      "Ignored " + ignoredKeys.join(", ") + ": pressed while the next item was loading. " +
-      "Nothing was done with " + (ignoredKeys.length === 1 ? "it" : "them") + "; press again now that it shows.";
+      "Ignored " + ignoredKeys.join(", ") + ": pressed while the next item was loading, before you could see it. " +
+      "Nothing was done with " + (ignoredKeys.length === 1 ? "it" : "them") + "; press again if you meant it.";
     if (statusTimer !== null) window.clearTimeout(statusTimer);
     statusTimer = window.setTimeout(clearKeyStatus, STATUS_MS);
   }
@@ -300,10 +303,11 @@
     restoreNote();
     // htmx puts focus back on the element with the old focused element's id:
     // the new card's Approve button or a reason radio, where Space would act.
-    // Only the note keeps focus (a refused verdict comes back with it).
+    // Only the note keeps focus, and only on the same item (a verdict
+    // refused for a missing reason comes back with what was typed).
     var title = document.getElementById("card-title");
     var active = document.activeElement;
-    var keep = active && active.id === "note" && card() && card().contains(active);
+    var keep = active && active.id === "note" && itemId() === shownItem;
     if (title && !keep) title.focus({ preventScroll: false });
   }
 

@@ -141,3 +141,37 @@ def test_it_swaps_cards_without_a_csp_error_after_the_note_was_resized(page, log
     quiet_moment(page, 200)
     assert page.evaluate("window.__violations") == []
     # The console_errors fixture checks the console as well, at teardown.
+
+
+def test_it_leaves_the_note_of_a_decided_item_for_the_next_items_title(page, login, make_user, admit_item):
+    make_user("rita", "reviewer")
+    first, second = (admit_item().item for _ in range(2))
+    login(page, "rita")
+    start(page)
+    page.keyboard.press("r")
+    page.keyboard.press("4")
+    page.focus("#note")
+    page.keyboard.type("made up an API")
+    page.keyboard.press("Control+Enter")
+    wait_for_card_change(page, str(first.pk))
+    assert Verdict.objects.get(item=first).note == "made up an API"
+    # Typing on would otherwise land in the next item's note unseen.
+    assert page.evaluate("document.activeElement.id") == "card-title"
+    assert page.locator("#note").input_value() == ""
+    assert not Verdict.objects.filter(item=second).exists()
+
+
+def test_it_keeps_the_note_focused_when_a_verdict_comes_back_refused(page, login, make_user, admit_item):
+    make_user("rita", "reviewer")
+    item = admit_item().item
+    login(page, "rita")
+    start(page)
+    page.focus("#note")
+    page.keyboard.type("not sure yet")
+    # Plain form submit of a rejection without a reason: the server refuses it.
+    page.evaluate("document.getElementById('reject-button').click()")
+    page.wait_for_selector("text=A rejection needs a reason")
+    assert card_item(page) == str(item.pk)
+    assert page.locator("#note").input_value() == "not sure yet"
+    assert page.evaluate("document.activeElement.id") == "note"
+    assert not Verdict.objects.exists()
