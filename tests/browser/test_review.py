@@ -280,3 +280,28 @@ def test_it_renews_the_lease_only_while_the_reviewer_is_active(page, login, make
     with page.expect_response("**/renew/"):
         page.clock.run_for(60_000)
     assert len(renewals) == 3
+
+
+def test_it_tells_the_second_tab_what_the_first_tab_recorded(new_context, login, make_user, admit_item):
+    make_user("rita", "reviewer")
+    item = admit_item().item
+    admit_item()
+    context = new_context()
+    first_tab = context.new_page()
+    login(first_tab, "rita")
+    start(first_tab)
+    second_tab = context.new_page()
+    second_tab.goto(first_tab.url)
+    assert card_item(second_tab) == str(item.pk)  # the same lease, seen twice
+
+    first_tab.keyboard.press("a")
+    first_tab.keyboard.press("Enter")
+    wait_for_card_change(first_tab, str(item.pk))
+    second_tab.keyboard.press("r")
+    second_tab.keyboard.press("1")
+    second_tab.keyboard.press("Enter")
+    second_tab.wait_for_selector("text=by you, in another tab or window")
+    notice = second_tab.locator("#card .notices").inner_text()
+    assert f"Item #{item.pk} was already approved just now" in notice
+    assert "this rejection was not recorded" in notice
+    assert Verdict.objects.get(item=item).decision == "approve"
