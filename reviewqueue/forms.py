@@ -39,7 +39,18 @@ class PolicyForm(forms.ModelForm):
             "label_threshold": "Label count that proposes a filter rule",
             "lease_seconds": "Lease length (seconds)",
             "sampling_rate": "Grey-task sampling rate",
+            "instructions": "Reviewer instructions (Markdown)",
         }
+        help_texts: ClassVar[dict[str, str]] = {
+            "instructions": "Shown on the review page and in its ? help. Markdown: **bold**, *italic*, lists, "
+            "`code`, [links](https://example.org). HTML is shown as text, images are not shown.",
+        }
+        widgets: ClassVar[dict[str, Any]] = {"instructions": forms.Textarea(attrs={"rows": 8})}
+
+    def clean_instructions(self) -> str:
+        # Browsers send textarea lines as CRLF; stored as LF, so saving the
+        # form unchanged is not recorded as a change to the instructions.
+        return str(self.cleaned_data.get("instructions", "")).replace("\r\n", "\n").strip()
 
     def changes(self) -> dict[str, Any]:
         """Only the fields whose values differ, ready for services.policy_update."""

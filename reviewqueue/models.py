@@ -51,6 +51,18 @@ class CutoffReason(models.TextChoices):
 # The loops' cutoff reasons come first, in their order; the queue adds its own two.
 assert tuple(CutoffReason.values[: len(CUTOFF_REASONS)]) == CUTOFF_REASONS
 
+# What a reviewer reads before judging, until an operator writes their own.
+DEFAULT_INSTRUCTIONS = """\
+**Approve** only output you would accept as the answer to the task, as it
+stands. It is *unverified*: no check passed, so your approval is the only
+check it gets, and the loop's step limit learns from your verdicts.
+
+**Reject** anything wrong, incomplete or made up, and pick the reason that
+fits the main problem; use *unclear* when the task itself is ambiguous.
+
+**Skip** (`s`) when you cannot judge it: the item goes back to the queue for
+someone else."""
+
 
 class QueuePolicy(models.Model):
     """The queue's one policy row (pk=1), plus the live state the policy drives:
@@ -69,6 +81,12 @@ class QueuePolicy(models.Model):
     label_threshold = models.PositiveIntegerField(default=3, help_text="a label seen more often proposes a filter rule")
     lease_seconds = models.PositiveIntegerField(default=300)
     sampling_rate = models.FloatField(default=0.1, help_text="share of grey-task auto-passes sampled for audit")
+    instructions = models.TextField(
+        default=DEFAULT_INSTRUCTIONS,
+        blank=True,
+        max_length=10_000,
+        help_text="Markdown shown to reviewers on the review page and under ?: what Approve means here",
+    )
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.NORMAL)
     depth = models.PositiveIntegerField(
         default=0,
@@ -90,6 +108,7 @@ class QueuePolicy(models.Model):
         "label_threshold",
         "lease_seconds",
         "sampling_rate",
+        "instructions",
     )
 
     class Meta:

@@ -31,6 +31,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from .. import services
 from ..access import reviewer_required
 from ..models import QueuePolicy, ReasonLabel, ReviewItem, Verdict
+from ..templatetags.time_tags import ago
 
 app_name = "review"
 
@@ -74,9 +75,11 @@ def _context_panel(user: AbstractBaseUser) -> dict[str, object]:
         if v.item.claimed_at is not None and v.created_at >= v.item.claimed_at
     ]
     median = statistics.median(spans) if spans else None
+    queue = QueuePolicy.current()
     return {
         "waiting": services.queue_depth(),
-        "mode": QueuePolicy.current().mode,
+        "mode": queue.mode,
+        "instructions": queue.instructions,
         "recent": recent[:RECENT_VERDICTS],
         "last_hour": Verdict.objects.filter(reviewer=user, created_at__gte=now - timedelta(hours=1)).count(),
         "median_seconds": median,
@@ -117,15 +120,80 @@ def _skipped(request: HttpRequest) -> set[int]:
     return set(request.session.get(SKIPPED_KEY, []))
 
 
-def _claim_next(request: HttpRequest, notices: list[Notice]) -> CardState:
+def _claim_next(request: HttpRequest, notices: list[Notice], *, just_skipped: int | None = None) -> CardState:
     skipped = _skipped(request)
     item = services.claim(reviewer=request.user, exclude=skipped)  # type: ignore[arg-type]
     if item is None and skipped:
-        # Only skipped items are left: offer them again rather than an empty queue.
-        item = services.claim(reviewer=request.user)  # type: ignore[arg-type]
+        # Only skipped items are left: offer them again rather than an empty
+        # queue, but never hand back at once the item the reviewer just skipped.
+        never = () if just_skipped is None else (just_skipped,)
+        item = services.claim(reviewer=request.user, exclude=never)  # type: ignore[arg-type]
         if item is not None:
             notices.append(Notice(f"Only items you skipped are left; here is #{item.pk} again."))
     return CardState(item=item, notices=notices)
+
+
+def _verdict_words(verdict: Verdict) -> str:
+    if verdict.approved:
+        return "approved"
+    return f"rejected ({verdict.get_reason_label_display()})"
+
+
+def _already_decided(item_id: int, reviewer: AbstractBaseUser, approve: bool, reason_label: str) -> Notice:
+    """What was recorded on the item, by whom and when, and what became of
+    this (second) verdict: two tabs, a double submit or another reviewer."""
+    tried = "approval" if approve else "rejection"
+    verdict = Verdict.objects.filter(item_id=item_id).select_related("reviewer").first()
+    if verdict is None:  # a filter rule, not a person, decided it
+        item = ReviewItem.objects.filter(pk=item_id).first()
+        status = item.get_status_display() if item is not None else "removed"
+        return Notice(f"Item #{item_id} was already decided ({status}); your {tried} was not recorded.", "error")
+    recorded = f"{_verdict_words(verdict)} {ago(verdict.created_at)}"
+    if verdict.reviewer_id != reviewer.pk:
+        who = verdict.reviewer.get_username() if verdict.reviewer is not None else "a reviewer since removed"
+        return Notice(
+            f"Item #{item_id} was already {_verdict_words(verdict)} by {who}, {ago(verdict.created_at)}; "
+            f"your {tried} was not recorded.",
+            "error",
+        )
+    same = verdict.approved == approve and (approve or verdict.reason_label == reason_label)
+    if same:
+        return Notice(f"Your verdict on item #{item_id} was already recorded ({recorded}); nothing changed.")
+    undo_seconds = settings.REVIEWQUEUE_UNDO_SECONDS
+    undo = (
+        f" Undo (u) within {undo_seconds} s of that verdict takes it back."
+        if timezone.now() - verdict.created_at < timedelta(seconds=undo_seconds)
+        else ""
+    )
+    return Notice(
+        f"Item #{item_id} was already {recorded} by you, in another tab or window; this {tried} was "
+        f"not recorded.{undo}",
+        "error",
+    )
+
+
+def _lease_ran_out(item_id: int, state: CardState) -> Notice:
+    """Say what really became of an item whose lease ran out before the
+    verdict: claimed again by this reviewer, taken or decided by someone
+    else, or waiting in the queue."""
+    said = f"Your lease on item #{item_id} ran out before your verdict arrived, so the verdict was not recorded."
+    if state.item is not None and state.item.pk == item_id:
+        return Notice(
+            f"{said} Nobody else had taken it, so it is yours again under a new lease: decide it again.", "error"
+        )
+    item = ReviewItem.objects.filter(pk=item_id).select_related("verdict__reviewer").first()
+    if item is None or item.status == ReviewItem.Status.SHED:
+        fate = " It has since left the queue."
+    elif item.status in ReviewItem.DECIDED:
+        verdict = getattr(item, "verdict", None)
+        who = verdict.reviewer.get_username() if verdict is not None and verdict.reviewer is not None else None
+        fate = f" {who} has decided it since." if who else " It has been decided since."
+    elif item.status == ReviewItem.Status.CLAIMED:
+        fate = " Another reviewer has it now."
+    else:
+        fate = " It went back to the queue."
+    after = f" Here is item #{state.item.pk}." if state.item is not None else " Nothing else waits right now."
+    return Notice(said + fate + after, "error")
 
 
 def _item_id(raw: str | None) -> int | None:
@@ -214,6 +282,7 @@ def decide(request: HttpRequest, item_id: int) -> HttpResponse:
         return _invalid(request, item_id, "Choose Approve or Reject.", note, reason_label)
     approve = decision == Verdict.Decision.APPROVE
     notices: list[Notice] = []
+    lease_ran_out = False
     try:
         services.decide(
             item_id=item_id,
@@ -225,24 +294,24 @@ def decide(request: HttpRequest, item_id: int) -> HttpResponse:
     except services.InvalidInput:
         return _invalid(request, item_id, "A rejection needs a reason: pick one of the five labels.", note, "")
     except services.AlreadyDecided:
-        notices.append(Notice(f"Your verdict on item #{item_id} was already recorded; here is the next item."))
+        notices.append(_already_decided(item_id, request.user, approve, reason_label))  # type: ignore[arg-type]
     except services.LeaseExpired:
-        notices.append(
-            Notice(
-                f"Your lease on item #{item_id} ran out before the verdict, so it went back to the queue "
-                "and your verdict was not recorded. Here is the next item.",
-                "error",
-            )
-        )
+        lease_ran_out = True
     except services.NotLeaseHolder:
         notices.append(Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error"))
     except services.QueueError as exc:
         notices.append(Notice(f"{exc.message}. Your verdict was not recorded.", "error"))
     else:
         verb = "Approved" if approve else f"Rejected ({ReasonLabel(reason_label).label})"
-        notices.append(Notice(f"{verb} item #{item_id}. Press u within {settings.REVIEWQUEUE_UNDO_SECONDS} s to undo."))
+        seconds = settings.REVIEWQUEUE_UNDO_SECONDS
+        notices.append(Notice(f"{verb} item #{item_id}. Undo (u) within {seconds} s takes it back."))
     decided = time.perf_counter()
     state = _claim_next(request, notices)
+    if lease_ran_out:
+        state.notices.insert(0, _lease_ran_out(item_id, state))
+        if state.item is not None and state.item.pk == item_id:
+            # The same item again: keep what the reviewer typed and picked.
+            state.note, state.reason_label = note, "" if approve else reason_label
     response = _done(request, state)
     finished = time.perf_counter()
     # Lets the browser (and the browser test) split a decision's time into
@@ -267,7 +336,8 @@ def _invalid(request: HttpRequest, item_id: int, error: str, note: str, reason_l
 @require_http_methods(["GET", "POST"])
 @reviewer_required
 def skip(request: HttpRequest, item_id: int) -> HttpResponse:
-    """Give the item back to the queue for someone else."""
+    """Give the item back to the queue for someone else and hand out the next
+    one (never the item just skipped)."""
     if request.method == "GET":
         return redirect("review:queue")
     notices: list[Notice] = []
@@ -279,7 +349,11 @@ def skip(request: HttpRequest, item_id: int) -> HttpResponse:
     skipped = list(_skipped(request) | {item_id})[-50:]
     request.session[SKIPPED_KEY] = skipped
     notices.append(Notice(f"Skipped item #{item_id}; it went back to the queue."))
-    return _done(request, CardState(item=None, notices=notices))
+    # Straight on to the next item: a skip is "not this one", not "stop".
+    state = _claim_next(request, notices, just_skipped=item_id)
+    if state.item is None:
+        notices.append(Notice("No other item waits right now."))
+    return _done(request, state)
 
 
 @require_POST

@@ -6,9 +6,24 @@
   var RENEW_EVERY_MS = 60 * 1000;
   var ACTIVE_WINDOW_MS = 2 * 60 * 1000;
   var NOTE_KEY = "reviewqueue-note-";
+  // Nobody reads an item in less than this: a verdict key arriving sooner
+  // after a new item shows was meant for the previous one.
+  var HOLD_MS = 150;
+  var STATUS_MS = 8000;
+  // Keys that act on the item shown; ignored while the page is not ready.
+  var ACTION_KEYS = /^([arsun1-5]|Enter)$/;
+  // Of those, the ones that may still act during the hold: they concern the
+  // previous item (undo) or no item (next).
+  var HOLD_ALLOWS = /^[un]$/;
 
   var lastActivity = Date.now();
   var leaseDeadline = null;
+  // "busy": a request that replaces the card is in flight; "hold": a new
+  // item has just shown; "ready": keys act on the item shown.
+  var state = "ready";
+  var holdTimer = null;
+  var ignoredKeys = [];
+  var statusTimer = null;
 
   function $(selector) {
     return document.querySelector(selector);
@@ -33,7 +48,7 @@
   // The armed choice lives on the buttons themselves, so a swapped-in card
   // starts unarmed without any reset racing the next keypress.
   function armedChoice() {
-    var button = $("#decide-form button.armed");
+    var button = $("#card button.armed");
     return button ? button.value : null;
   }
 
@@ -45,13 +60,9 @@
     reject.classList.toggle("armed", choice === "reject");
     approve.setAttribute("aria-pressed", String(choice === "approve"));
     reject.setAttribute("aria-pressed", String(choice === "reject"));
-    if (choice === "approve") {
-      approve.focus();
-      setError("");
-    } else if (choice === "reject") {
-      var checked = $(".reasons input:checked") || $(".reasons input");
-      if (checked) checked.focus();
-    }
+    // Focus stays where it is: never on a button or a radio, where a stray
+    // Space would press or tick it.
+    if (choice === "approve") setError("");
   }
 
   function pickLabel(number) {
@@ -118,12 +129,21 @@
         event.target.blur();
         event.preventDefault();
       } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && event.target.id === "note") {
-        if (submitArmed()) event.preventDefault();
+        if (!acceptsKey("Enter")) {
+          event.preventDefault();
+          ignoreKey("Ctrl+Enter");
+        } else if (submitArmed()) event.preventDefault();
       }
       return;
     }
     if (event.altKey || event.ctrlKey || event.metaKey) return; // leave browser shortcuts alone
     var key = event.key;
+    if (ACTION_KEYS.test(key) && !acceptsKey(key)) {
+      event.preventDefault();
+      ignoreKey(key);
+      return;
+    }
+    if (ACTION_KEYS.test(key)) clearKeyStatus();
     if (key === "Enter") {
       if (submitArmed()) {
         event.preventDefault();
@@ -146,6 +166,73 @@
       setError("");
     } else handled = false;
     if (handled) event.preventDefault();
+  }
+
+  // --- ready or not: keys never act on a card the reviewer has not seen ------
+
+  function acceptsKey(key) {
+    if (state === "busy") return false;
+    if (state === "hold") return HOLD_ALLOWS.test(key);
+    return true;
+  }
+
+  function setState(next) {
+    state = next;
+    var layout = document.getElementById("review");
+    if (layout) layout.setAttribute("data-state", next);
+    var el = card();
+    if (el) {
+      if (next === "busy") el.setAttribute("aria-busy", "true");
+      else el.removeAttribute("aria-busy");
+    }
+  }
+
+  function becomeBusy() {
+    if (holdTimer !== null) window.clearTimeout(holdTimer);
+    holdTimer = null;
+    setState("busy");
+  }
+
+  function becomeReady(newItem) {
+    if (holdTimer !== null) window.clearTimeout(holdTimer);
+    holdTimer = null;
+    if (!newItem) {
+      setState("ready");
+      return;
+    }
+    setState("hold");
+    holdTimer = window.setTimeout(function () {
+      holdTimer = null;
+      setState("ready");
+    }, HOLD_MS);
+  }
+
+  // Ignored, never queued: a verdict must come from a key pressed while the
+  // reviewer could see the item it applies to. The page says so, and which.
+  function ignoreKey(key) {
+    ignoredKeys.push(key);
+    var el = document.getElementById("key-status");
+    if (!el) return;
+    el.textContent =
+      "Ignored " + ignoredKeys.join(", ") + ": pressed while the next item was loading, before you could see it. " +
+      "Nothing was done with " + (ignoredKeys.length === 1 ? "it" : "them") + "; press again if you meant it.";
+    if (statusTimer !== null) window.clearTimeout(statusTimer);
+    statusTimer = window.setTimeout(clearKeyStatus, STATUS_MS);
+  }
+
+  function clearKeyStatus() {
+    ignoredKeys = [];
+    if (statusTimer !== null) window.clearTimeout(statusTimer);
+    statusTimer = null;
+    var el = document.getElementById("key-status");
+    if (el) el.textContent = "";
+  }
+
+  // Requests that replace the whole card: a verdict, skip, undo, next.
+  function replacesCard(event) {
+    var elt = event.detail && event.detail.elt;
+    var target = event.detail && event.detail.target;
+    return Boolean(elt && elt.tagName === "FORM" && target && target.id === "card");
   }
 
   // --- the lease: a countdown, renewed while the reviewer is active ---------
@@ -209,11 +296,26 @@
     notices.replaceChildren(p);
   }
 
+  var shownItem = null;
+
   function onCardSwapped() {
     startLeaseClock();
     restoreNote();
+    // htmx puts focus back on the element with the old focused element's id:
+    // the new card's Approve button or a reason radio, where Space would act.
+    // Only the note keeps focus, and only on the same item (a verdict
+    // refused for a missing reason comes back with what was typed).
     var title = document.getElementById("card-title");
-    if (title && card() && !card().contains(document.activeElement)) title.focus({ preventScroll: false });
+    var active = document.activeElement;
+    var keep = active && active.id === "note" && itemId() === shownItem;
+    if (title && !keep) title.focus({ preventScroll: false });
+  }
+
+  function onCardSettled() {
+    var now = itemId();
+    var isNew = Boolean(now) && now !== shownItem;
+    shownItem = now;
+    becomeReady(isNew);
   }
 
   function pathOf(url) {
@@ -257,15 +359,21 @@
     if (event.target && event.target.id === "note") saveNote();
   });
   document.addEventListener("click", function (event) {
-    if (event.target.closest && event.target.closest("[data-shortcuts]")) toggleShortcuts();
+    if (!event.target.closest) return;
+    if (event.target.closest("[data-shortcuts]")) toggleShortcuts();
+    // A button pressed on purpose: the notice about earlier keys is done.
+    if (event.isTrusted && event.target.closest("#card button")) clearKeyStatus();
   });
   document.addEventListener("htmx:beforeSwap", onBeforeSwap);
+  // Fired once per swapped-in element (the card, the context panel out of
+  // band, a lease): act on the element itself, not on the request's target.
   document.addEventListener("htmx:afterSwap", function (event) {
-    var target = event.detail && event.detail.target;
-    if (target && (target.id === "card" || target.id === "lease")) {
-      if (target.id === "card") onCardSwapped();
-      else startLeaseClock();
-    }
+    var swapped = event.target;
+    if (swapped && swapped.id === "card") onCardSwapped();
+    else if (swapped && swapped.id === "lease") startLeaseClock();
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (event.target && event.target.id === "card") onCardSettled();
   });
   document.addEventListener("htmx:sendError", function () {
     showProblem("The server did not answer. Nothing was lost: your choice is still here, try again.");
@@ -273,6 +381,14 @@
   document.addEventListener("htmx:beforeRequest", function (event) {
     // A decision in flight: the note belongs to this item until the answer comes.
     if (event.detail.elt && event.detail.elt.id === "decide-form") saveNote();
+  });
+  document.addEventListener("htmx:beforeSend", function (event) {
+    if (replacesCard(event)) becomeBusy();
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    // Failed or answered without a new card (a refusal shown in place): the
+    // card on screen is still the one the reviewer sees, so keys act again.
+    if (replacesCard(event) && state === "busy" && !event.detail.successful) becomeReady(false);
   });
   document.addEventListener("htmx:afterRequest", function (event) {
     var elt = event.detail.elt;
@@ -283,6 +399,7 @@
   });
 
   document.addEventListener("DOMContentLoaded", function () {
+    shownItem = itemId();
     startLeaseClock();
     restoreNote();
     window.setInterval(tickLease, 1000);

@@ -8,6 +8,7 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from reviewqueue.models import ReviewItem, Verdict
+from tests.browser.helpers import card_item, start, wait_for_card_change
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -42,27 +43,6 @@ def _fresh_login_budget():
     from django.core.cache import cache
 
     cache.clear()
-
-
-def card_item(page):
-    return page.locator("#card").get_attribute("data-item")
-
-
-def wait_for_card_change(page, previous):
-    # htmx wires up a swapped-in card when it settles; a key pressed before
-    # that would meet a plain form.
-    page.wait_for_function(
-        """prev => {
-          const c = document.getElementById('card');
-          return c && c.dataset.item !== prev && !c.classList.contains('htmx-added');
-        }""",
-        arg=previous,
-    )
-
-
-def start(page):
-    page.keyboard.press("n")
-    wait_for_card_change(page, "")
 
 
 def server_ms(header, name):
@@ -143,12 +123,16 @@ def test_it_never_shows_two_reviewers_the_same_item(new_context, login, make_use
     assert Verdict.objects.count() == 6
 
 
-def test_it_refuses_an_operator_page_to_a_reviewer(page, login, live_server, make_user):
+def test_it_refuses_an_operator_page_to_a_reviewer(page, login, live_server, make_user, console_errors):
     make_user("rita", "reviewer")
     login(page, "rita")
     response = page.goto(f"{live_server.url}{reverse('ops:dashboard')}")
     assert response.status == 403
     assert page.locator("h1").inner_text() == "Not allowed"
+    # Chromium logs every 4xx page load as a console error: this one was asked for.
+    expected = [e for e in console_errors if "status of 403" in e]
+    assert len(expected) == 1
+    console_errors.remove(expected[0])
 
 
 def test_it_renders_hostile_output_as_inert_text(page, login, make_user, admit_item):
@@ -296,3 +280,28 @@ def test_it_renews_the_lease_only_while_the_reviewer_is_active(page, login, make
     with page.expect_response("**/renew/"):
         page.clock.run_for(60_000)
     assert len(renewals) == 3
+
+
+def test_it_tells_the_second_tab_what_the_first_tab_recorded(new_context, login, make_user, admit_item):
+    make_user("rita", "reviewer")
+    item = admit_item().item
+    admit_item()
+    context = new_context()
+    first_tab = context.new_page()
+    login(first_tab, "rita")
+    start(first_tab)
+    second_tab = context.new_page()
+    second_tab.goto(first_tab.url)
+    assert card_item(second_tab) == str(item.pk)  # the same lease, seen twice
+
+    first_tab.keyboard.press("a")
+    first_tab.keyboard.press("Enter")
+    wait_for_card_change(first_tab, str(item.pk))
+    second_tab.keyboard.press("r")
+    second_tab.keyboard.press("1")
+    second_tab.keyboard.press("Enter")
+    second_tab.wait_for_selector("text=by you, in another tab or window")
+    notice = second_tab.locator("#card .notices").inner_text()
+    assert f"Item #{item.pk} was already approved just now" in notice
+    assert "this rejection was not recorded" in notice
+    assert Verdict.objects.get(item=item).decision == "approve"

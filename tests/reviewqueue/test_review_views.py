@@ -201,14 +201,72 @@ def test_it_answers_a_double_submit_with_already_recorded(rita_client, reviewer,
     assert Verdict.objects.filter(item=item).count() == 1
 
 
-def test_it_explains_a_lease_that_expired_before_the_verdict(rita_client, reviewer, admit_item):
+def test_it_says_a_lease_that_ran_out_gave_the_same_item_back(rita_client, reviewer, admit_item):
+    item = admit_item().item
+    admit_item()
+    claim_for(reviewer)
+    ReviewItem.objects.filter(pk=item.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    response = rita_client.post(
+        reverse("review:decide", args=[item.pk]),
+        {"decision": "reject", "reason_label": "code_error", "note": "my careful note"},
+        **HX,
+    )
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "ran out before your verdict arrived, so the verdict was not recorded" in body
+    # The same item comes back, and the page says so instead of "the next item".
+    assert f'data-item="{item.pk}"' in body
+    assert "yours again under a new lease: decide it again" in body
+    assert "next item" not in body
+    assert "my careful note" in body
+    assert 'value="code_error" checked' in body
+    assert not Verdict.objects.filter(item=item).exists()
+
+
+def test_it_says_another_reviewer_took_an_item_whose_lease_ran_out(rita_client, reviewer, make_user, admit_item):
+    item = admit_item().item
+    other = admit_item().item
+    claim_for(reviewer)
+    ReviewItem.objects.filter(pk=item.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    services.expire_leases()
+    assert claim_for(make_user("ravi", "reviewer")).pk == item.pk
+    response = rita_client.post(reverse("review:decide", args=[item.pk]), {"decision": "approve"}, **HX)
+    body = response.content.decode()
+    assert "the verdict was not recorded. Another reviewer has it now. Here is item" in body
+    assert f'data-item="{other.pk}"' in body
+    assert not Verdict.objects.filter(item=item).exists()
+
+
+def test_it_tells_the_second_tab_what_the_first_recorded(rita_client, reviewer, admit_item):
+    item = admit_item().item
+    admit_item()
+    claim_for(reviewer)
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=True)  # the first tab
+    response = rita_client.post(
+        reverse("review:decide", args=[item.pk]), {"decision": "reject", "reason_label": "logic_error"}, **HX
+    )
+    body = response.content.decode()
+    assert f"Item #{item.pk} was already approved just now by you, in another tab or window" in body
+    assert "this rejection was not recorded" in body
+    assert "Undo (u) within 15 s of that verdict takes it back" in body
+    assert Verdict.objects.get(item=item).decision == "approve"
+
+
+def test_it_names_the_other_reviewer_whose_verdict_came_first(rita_client, reviewer, make_user, admit_item):
     item = admit_item().item
     claim_for(reviewer)
     ReviewItem.objects.filter(pk=item.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    services.expire_leases()
+    ravi = make_user("ravi", "reviewer")
+    claim_for(ravi)
+    services.decide(item_id=item.pk, reviewer=ravi, approve=False, reason_label="hallucination")
     response = rita_client.post(reverse("review:decide", args=[item.pk]), {"decision": "approve"}, **HX)
-    assert response.status_code == 200
-    assert "ran out before the verdict" in response.content.decode()
-    assert not Verdict.objects.filter(item=item).exists()
+    body = response.content.decode()
+    assert (
+        f"Item #{item.pk} was already rejected (hallucination) by ravi, just now; your approval was not recorded"
+        in body
+    )
+    assert Verdict.objects.get(item=item).reviewer == ravi
 
 
 def test_it_explains_an_item_held_by_another_reviewer(rita_client, make_user, admit_item):
@@ -223,10 +281,100 @@ def test_it_gives_a_skipped_item_back_to_the_queue(rita_client, reviewer, admit_
     item = admit_item().item
     claim_for(reviewer)
     response = rita_client.post(reverse("review:skip", args=[item.pk]), **HX)
-    assert f"Skipped item #{item.pk}" in response.content.decode()
+    body = response.content.decode()
+    assert f"Skipped item #{item.pk}" in body
+    # The only item is the one just skipped: it is not handed straight back.
+    assert 'data-item=""' in body
+    assert "No other item waits right now" in body
     item.refresh_from_db()
     assert item.status == ReviewItem.Status.PENDING
     assert item.lease_holder is None
+
+
+def test_it_moves_on_to_the_next_item_after_a_skip(rita_client, reviewer, admit_item):
+    first = admit_item().item
+    second = admit_item(task_description="The second task").item
+    claim_for(reviewer)
+    response = rita_client.post(reverse("review:skip", args=[first.pk]), **HX)
+    body = response.content.decode()
+    assert f"Skipped item #{first.pk}" in body
+    assert f'data-item="{second.pk}"' in body
+    assert "The second task" in body
+    second.refresh_from_db()
+    assert second.lease_holder == reviewer
+
+
+def test_it_moves_on_after_a_plain_form_skip_too(rita_client, reviewer, admit_item):
+    first = admit_item().item
+    second = admit_item().item
+    claim_for(reviewer)
+    page = rita_client.post(reverse("review:skip", args=[first.pk]), follow=True).content.decode()
+    assert f"Skipped item #{first.pk}" in page
+    assert f'data-item="{second.pk}"' in page
+
+
+def test_it_shows_the_queue_instructions_as_sanitised_markdown(rita_client, db):
+    QueuePolicy.current()
+    QueuePolicy.objects.filter(pk=1).update(
+        instructions="**Approve** only what you would ship.\n\n<script>alert(1)</script> [x](javascript:alert(2))"
+    )
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    # On the page and in the ? help.
+    assert body.count("<strong>Approve</strong> only what you would ship.") == 2
+    assert "<script>alert(1)" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    assert 'href="javascript:' not in body
+
+
+def test_it_explains_what_approve_means_by_default(rita_client, db):
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    assert "How to judge" in body
+    assert "<strong>Approve</strong> only output you would accept" in body
+
+
+def test_it_renders_the_task_description_as_markdown(rita_client, reviewer, admit_item):
+    admit_item(task_description="# Goal\n\nWrite `is_even`:\n\n- handles *n = 0*\n- <b>no</b> imports")
+    claim_for(reviewer)
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    task = body[body.index('class="task prose"') :]
+    assert "<h3>Goal</h3>" in task
+    assert "<code>is_even</code>" in task
+    assert "<li>handles <em>n = 0</em></li>" in task
+    assert "<li>&lt;b&gt;no&lt;/b&gt; imports</li>" in task
+
+
+def test_it_says_just_now_for_a_verdict_under_a_minute_old(rita_client, reviewer, admit_item):
+    item = admit_item().item
+    claim_for(reviewer)
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    assert "just now" in body
+    assert "0\xa0minutes" not in body and "0 minutes" not in body
+
+
+def test_it_claims_no_pace_before_the_first_verdict(rita_client, reviewer, admit_item):
+    admit_item()
+    claim_for(reviewer)
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    assert "median" not in body
+    assert "No verdicts yet" in body
+
+
+def test_it_says_under_1_s_rather_than_0_s_for_scripted_speed(rita_client, reviewer, admit_item):
+    item = admit_item().item
+    claim_for(reviewer)
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    assert "median <strong>under 1 s</strong>" in body
+    assert "0 s</strong>" not in body
+
+
+def test_it_explains_the_draft_badge(rita_client, reviewer, admit_item):
+    admit_item(draft=True)
+    claim_for(reviewer)
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    assert 'class="badge draft"' in body
+    assert "<strong>Draft</strong>: made while the queue was over its high watermark" in body
 
 
 def test_it_undoes_the_last_verdict_and_gives_back_the_item_shown_meanwhile(rita_client, reviewer, admit_item):
