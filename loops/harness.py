@@ -26,11 +26,20 @@ needs neither json nor re, which keeps each sandbox's start-up lean.
 # check can raise (BaseException included) and exec code it was sent.
 # ruff: noqa: BLE001, S102, S110
 
+from __future__ import annotations
+
 import builtins
 import io
 import os
 import struct
 import sys
+
+# Already loaded by os at start-up, unlike typing or collections.abc (which
+# would cost a sandbox several milliseconds to import).
+from _collections_abc import Callable, Iterator
+
+Encoder = Callable[[object], tuple[int, bool]]  # an object -> (handle id, callable?)
+Decoder = Callable[[int, bool], object]  # (handle id, callable?) -> what it becomes here
 
 MAX_FRAME = 8 * 1024 * 1024
 MAX_DEPTH = 64
@@ -52,14 +61,14 @@ class CandidateExited(Exception):
 # -- framing and values -------------------------------------------------------
 
 
-def write_frame(fd, value, handle=None):
+def write_frame(fd: int, value: object, handle: Encoder | None = None) -> None:
     data = encode(value, handle)
     view = memoryview(len(data).to_bytes(4, "big") + data)
     while view:
         view = view[os.write(fd, view) :]
 
 
-def _read_exact(fd, n):
+def _read_exact(fd: int, n: int) -> bytes:
     chunks = []
     while n:
         chunk = os.read(fd, min(n, 1 << 20))
@@ -70,7 +79,7 @@ def _read_exact(fd, n):
     return b"".join(chunks)
 
 
-def read_frame(fd, handle=None):
+def read_frame(fd: int, handle: Decoder | None = None) -> object:
     size = int.from_bytes(_read_exact(fd, 4), "big")
     if size > MAX_FRAME:
         raise ProtocolError("frame too large")
@@ -82,7 +91,7 @@ _CONTAINERS = {list: b"l", tuple: b"t", set: b"S", frozenset: b"z"}
 _BUILD = {ord("l"): list, ord("t"): tuple, ord("S"): set, ord("z"): frozenset}
 
 
-def encode(value, handle=None):
+def encode(value: object, handle: Encoder | None = None) -> bytes:
     """Plain data as bytes. Subclasses of builtins go as their base value,
     read through the base type's own methods so no override runs. Anything
     else becomes ``handle(value)`` (an int id) when given, else TypeError."""
@@ -91,11 +100,11 @@ def encode(value, handle=None):
     return b"".join(out)
 
 
-def _length(n):
+def _length(n: int) -> bytes:
     return n.to_bytes(4, "big")
 
 
-def _encode(value, handle, out, depth):
+def _encode(value: object, handle: Encoder | None, out: list[bytes], depth: int) -> None:
     if depth > MAX_DEPTH:
         raise ValueError("value nested too deeply")
     if value is None:
@@ -136,7 +145,7 @@ def _encode(value, handle, out, depth):
         out += (b"h", _length(ref), b"\1" if is_callable else b"\0")
 
 
-def decode(data, handle=None):
+def decode(data: bytes, handle: Decoder | None = None) -> object:
     """Bytes back to exact builtins; anything off the format, or trailing
     bytes, is a ProtocolError. ``handle(id, callable)`` makes what a handle
     becomes; without it a handle is a ProtocolError."""
@@ -149,13 +158,13 @@ def decode(data, handle=None):
     return value
 
 
-def _take(data, pos, n):
+def _take(data: bytes, pos: int, n: int) -> tuple[bytes, int]:
     if n > len(data) - pos:
         raise ProtocolError("length past the end of the frame")
     return data[pos : pos + n], pos + n
 
 
-def _decode(data, pos, handle, depth):
+def _decode(data: bytes, pos: int, handle: Decoder | None, depth: int) -> tuple[object, int]:
     if depth > MAX_DEPTH:
         raise ProtocolError("value nested too deeply")
     tag = data[pos]
@@ -203,14 +212,14 @@ def _decode(data, pos, handle, depth):
     return build(items), pos
 
 
-def exception_name(name):
+def exception_name(name: object) -> str:
     """A class name from the other side, or a neutral one if it is not a plain identifier."""
     if type(name) is str and 0 < len(name) <= 100 and name.isidentifier() and name.isascii():
         return name
     return "CandidateError"
 
 
-def _message(exc):
+def _message(exc: BaseException) -> str:
     try:
         return str(exc)[:MAX_MESSAGE]
     except BaseException:
@@ -220,7 +229,7 @@ def _message(exc):
 # -- the candidate's side ----------------------------------------------------
 
 
-def candidate_main():
+def candidate_main() -> None:
     """Read the candidate's source from stdin, then answer requests until the
     wire closes. Nothing here is trusted by the other side."""
     source = sys.stdin.buffer.read().decode("utf-8", "replace")
@@ -231,14 +240,14 @@ def candidate_main():
     sys.stdin = io.StringIO("")
     objects = []
 
-    def handle(obj):
+    def handle(obj: object) -> tuple[int, bool]:
         objects.append(obj)
         return len(objects) - 1, callable(obj)
 
-    def lookup(ref, is_callable):
+    def lookup(ref: int, is_callable: bool) -> object:
         return objects[ref]
 
-    def load():
+    def load() -> dict[str, object]:
         del objects[:]
         namespace = {"__name__": "candidate"}
         exec(compile(source, "candidate.py", "exec"), namespace)
@@ -278,12 +287,16 @@ def candidate_main():
             data = data[os.write(REPLY_FD, data) :]
 
 
-def run_program(source, stdin_text, log):
+_programs: list[None] = []  # one entry per program run, for unique file names
+
+
+def run_program(source: str, stdin_text: str, log: io.StringIO) -> dict[str, object]:
     """Run the candidate as ``__main__`` in a forked child with ``stdin_text``
     on fd 0. Its exit status is the kernel's and its stdout is read here; its
     stderr and the class of what it raised go through files in the private
     /tmp, so a chatty stderr cannot block it while stdout is read."""
-    base = f"/tmp/program-{os.getpid()}-{len(log.getvalue())}"
+    _programs.append(None)
+    base = f"/tmp/program-{len(_programs)}"
     with open(base + ".in", "w", encoding="utf-8") as handle:
         handle.write(stdin_text)
     out_r, out_w = os.pipe()
@@ -314,7 +327,7 @@ def run_program(source, stdin_text, log):
     }
 
 
-def _program_child(source, base, out_r, out_w):
+def _program_child(source: str, base: str, out_r: int, out_w: int) -> None:
     try:
         os.close(REQUEST_FD)
         os.close(REPLY_FD)
@@ -354,7 +367,7 @@ def _program_child(source, base, out_r, out_w):
     os._exit(status)
 
 
-def _drain(fd, limit):
+def _drain(fd: int, limit: int) -> bytes:
     chunks, size = [], 0
     while True:
         chunk = os.read(fd, 65536)
@@ -370,7 +383,7 @@ def _drain(fd, limit):
 # -- the checks' side ----------------------------------------------------------
 
 
-def checks_main():
+def checks_main() -> None:
     """Read the checks from stdin, run each against the candidate over the
     wire, and write the verdict to stdout; nothing else is written there."""
     checks = decode(sys.stdin.buffer.read())
@@ -400,7 +413,7 @@ def checks_main():
 _REMOTE_ERRORS = {}
 
 
-def remote_error(name, message):
+def remote_error(name: object, message: object) -> Exception:
     """The candidate's exception, raised here under its class name. A name of
     a builtin Exception subclass derives from it, so ``except ValueError``
     in a check still works; anything else derives from Exception only."""
@@ -418,10 +431,10 @@ class Wire:
     """The checks' end of the wire. Once broken (the candidate died or sent
     garbage) it stays broken, and every later request fails the same way."""
 
-    def __init__(self):
-        self.broken = None
+    def __init__(self) -> None:
+        self.broken: Exception | None = None
 
-    def request(self, *request):
+    def request(self, *request: object) -> object:
         if self.broken is not None:
             raise self.broken
         try:
@@ -440,17 +453,17 @@ class Wire:
             raise self.broken
         return reply[1]
 
-    def proxy(self, ref, is_callable):
+    def proxy(self, ref: int, is_callable: bool) -> Handle:
         return (CallableHandle if is_callable else Handle)(self, ref)
 
-    def load(self):
+    def load(self) -> dict[str, object]:
         names = self.request("load")
         if type(names) is not dict or not all(type(k) is str and k.isidentifier() for k in names):
             self.broken = ProtocolError("malformed names")
             raise self.broken
         return names
 
-    def program(self, stdin_text, expected):
+    def program(self, stdin_text: str, expected: str) -> tuple[str | None, str]:
         """(error class, message) of one stdin/stdout case; (None, "") is a pass:
         exit status 0 and the expected output, trailing whitespace aside."""
         reply = self.request("program", stdin_text)
@@ -469,7 +482,7 @@ class Wire:
             return "AssertionError", ""
         return None, ""
 
-    def log(self):
+    def log(self) -> str:
         try:
             text = self.request("log")
         except Exception:
@@ -477,7 +490,7 @@ class Wire:
         return text[-MAX_LOG:] if type(text) is str else ""
 
 
-def _typed(value, kind):
+def _typed(value: object, kind: type) -> object:
     if type(value) is not kind:
         raise ProtocolError(f"expected {kind.__name__}")
     return value
@@ -491,31 +504,31 @@ class Handle:
 
     __slots__ = ("_ref", "_wire")
 
-    def __init__(self, wire, ref):
+    def __init__(self, wire: Wire, ref: int) -> None:
         object.__setattr__(self, "_wire", wire)
         object.__setattr__(self, "_ref", ref)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> object:
         if name.startswith("__"):
             raise AttributeError(name)
         return self._wire.request("getattr", self._ref, name)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         self._wire.request("setattr", self._ref, name, value)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: object) -> object:
         return self._wire.request("getitem", self._ref, key)
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: object, value: object) -> None:
         self._wire.request("setitem", self._ref, key, value)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return _typed(self._wire.request("len", self._ref), int)
 
-    def __contains__(self, value):
+    def __contains__(self, value: object) -> bool:
         return _typed(self._wire.request("contains", self._ref, value), bool)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[object]:
         iterator = self._wire.request("iter", self._ref)
         if not isinstance(iterator, Handle):
             yield from iterator
@@ -527,41 +540,41 @@ class Handle:
                 return
             yield item
 
-    def __next__(self):
+    def __next__(self) -> object:
         return self._wire.request("next", self._ref)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return _typed(self._wire.request("repr", self._ref), str)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return _typed(self._wire.request("str", self._ref), str)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return self is other
 
-    def __ne__(self, other):
+    def __ne__(self, other: object) -> bool:
         return self is not other
 
     __hash__ = object.__hash__
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         raise TypeError("a candidate object has no truth value here: compare plain values")
 
 
 class CallableHandle(Handle):
     __slots__ = ()
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: object, **kwargs: object) -> object:
         return self._wire.request("call", self._ref, list(args), kwargs)
 
 
-def _ref(value):
+def _ref(value: object) -> tuple[int, bool]:
     if isinstance(value, Handle):
         return object.__getattribute__(value, "_ref"), isinstance(value, CallableHandle)
     raise TypeError(f"cannot send a {type(value).__name__} to the candidate: only plain data")
 
 
-def main(role):
+def main(role: str) -> None:
     if role == "candidate":
         candidate_main()
     elif role == "checks":

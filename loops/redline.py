@@ -117,6 +117,12 @@ def run_checks(
                 stdout=True,
             )
         )
+    except OSError:
+        # No process to start (the sandbox uid's process limit, shared with
+        # every sandbox on the host, is spent): this attempt fails, never passes.
+        for proc in procs:
+            sandbox.kill(proc)
+        return RedLineResult(passed=False, failure_class="HarnessError")
     except BaseException:
         for proc in procs:
             sandbox.kill(proc)

@@ -30,6 +30,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -289,17 +290,25 @@ def harness_argv(role: str) -> list[str]:
 
 
 _probe_lock = threading.Lock()
-_probed: dict[tuple[str, int | None, str], str | None] = {}
+# (configuration) -> (when probed, None or why bubblewrap cannot run)
+_probed: dict[tuple[str, int | None, str], tuple[float, str | None]] = {}
+# A failed probe is asked again after this long: a transient failure (another
+# sandbox's fork bomb holding the shared uid's process limit) must not turn
+# the red line off for the life of the worker. Success is kept for good.
+PROBE_RETRY_S = 30.0
 
 
 def _probe(bwrap: str, uid: int | None, python: str) -> str | None:
     """None when bubblewrap starts the sandbox's Python here, else why not.
-    Runs once per process and configuration."""
+    Runs once per process and configuration (a failure again after
+    PROBE_RETRY_S)."""
     key = (bwrap, uid, python)
     with _probe_lock:
-        if key not in _probed:
-            _probed[key] = _run_probe(bwrap, uid, python)
-        return _probed[key]
+        known = _probed.get(key)
+        if known is None or (known[1] is not None and time.monotonic() - known[0] > PROBE_RETRY_S):
+            known = (time.monotonic(), _run_probe(bwrap, uid, python))
+            _probed[key] = known
+        return known[1]
 
 
 def _run_probe(bwrap: str, uid: int | None, python: str) -> str | None:
