@@ -20,6 +20,7 @@ import math
 import os
 import re
 import selectors
+import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -100,7 +101,7 @@ def run_checks(
     payload = harness.encode([(c.id, c.code, c.stdin, c.stdout) for c in checks])
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
-    procs = []
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         # Both sandboxes start at once; each holds only its own pipe ends.
         procs.append(
@@ -131,8 +132,9 @@ def run_checks(
         for fd in (request_r, request_w, reply_r, reply_w):
             os.close(fd)
     candidate_proc, checks_proc = procs
+    feeders: list[threading.Thread] = []
     try:
-        feeders = [
+        feeders += [
             _feed(candidate_proc, candidate.encode("utf-8", "surrogatepass")),
             _feed(checks_proc, payload),
         ]
@@ -147,12 +149,14 @@ def run_checks(
     return _verdict(raw, checks, checks_proc.returncode)
 
 
-def _feed(proc: object, data: bytes) -> threading.Thread:
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> threading.Thread:
     """Write ``data`` to the process's stdin and close it, in a thread, so a
     process that never reads cannot block the worker past the deadline."""
 
     def write() -> None:
-        stdin = proc.stdin  # type: ignore[attr-defined]
+        stdin = proc.stdin
+        if stdin is None:
+            return
         try:
             stdin.write(data)
             stdin.close()
@@ -164,11 +168,11 @@ def _feed(proc: object, data: bytes) -> threading.Thread:
     return thread
 
 
-def _read_verdict(proc: object, deadline: float) -> bytes | None:
+def _read_verdict(proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
     """The checks' process's stdout up to EOF, or None at the deadline. More
     than the cap is cut, which then fails validation."""
-    stdout = proc.stdout  # type: ignore[attr-defined]
-    fd = stdout.fileno()
+    assert proc.stdout is not None  # spawned with stdout=True
+    fd = proc.stdout.fileno()
     chunks: list[bytes] = []
     size = 0
     with selectors.DefaultSelector() as selector:

@@ -214,7 +214,7 @@ def bwrap_command(bwrap: str, python: str, uid: int, argv: list[str]) -> list[st
     ]
 
 
-def _apply_limits(limits: Limits | None, wire: tuple[int, int] | None, sandboxed: bool) -> Callable[[], None]:
+def _apply_limits(limits: Limits | None, wire: tuple[int, int] | None, nproc: int | None) -> Callable[[], None]:
     """The child's last steps before exec: the protocol pipes moved to fds 3
     and 4, then the rlimits (after the uid drop, which Popen does first)."""
 
@@ -232,11 +232,37 @@ def _apply_limits(limits: Limits | None, wire: tuple[int, int] | None, sandboxed
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
         resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if sandboxed:
-            # Counted per real uid across the machine: see loops/README.md.
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+        if nproc is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
     return apply
+
+
+_owned: dict[int, tuple[float, int]] = {}  # uid -> (when counted, processes it owned)
+
+
+def _process_limit(limits: Limits | None, uid: int | None) -> int | None:
+    """RLIMIT_NPROC for a sandbox: its own share on top of the processes the
+    real uid already owns. The kernel counts the limit against every process
+    of that uid on the machine (other sandboxes running at the same time, or
+    the worker's own processes when it is not root), so a bare 64 would let
+    concurrent runs starve each other. Counted afresh for each run (the two
+    sandboxes of one run share the count)."""
+    if limits is None:
+        return None
+    owner = uid if uid is not None else os.getuid()
+    counted = _owned.get(owner)
+    if counted is None or time.monotonic() - counted[0] > 0.5:
+        owned = 0
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    owned += entry.stat().st_uid == owner
+                except OSError:
+                    pass
+        counted = (time.monotonic(), owned)
+        _owned[owner] = counted
+    return counted[1] + limits.processes
 
 
 def spawn(
@@ -266,7 +292,7 @@ def spawn(
         env={},
         cwd=cwd,
         pass_fds=WIRE_FDS if wire is not None else (),
-        preexec_fn=_apply_limits(limits, wire, sandboxed),  # noqa: PLW1509 - rlimits need it
+        preexec_fn=_apply_limits(limits, wire, _process_limit(limits, uid) if sandboxed else None),  # noqa: PLW1509 - rlimits need it
         start_new_session=True,
         user=uid,
         group=uid,
@@ -275,7 +301,8 @@ def spawn(
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group and reap it. Safe to repeat."""
+    """SIGKILL the process group and reap it; the pid namespace dies with
+    bubblewrap. Safe to repeat."""
     try:
         os.killpg(proc.pid, 9)
     except (ProcessLookupError, PermissionError):
