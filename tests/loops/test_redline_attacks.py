@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -382,3 +383,12 @@ def test_an_unknown_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(sandbox.MODE_ENV, "off")
     with pytest.raises(sandbox.SandboxUnavailable, match="must be"):
         run_checks(WRONG, FUNCTION)
+
+
+def test_the_cli_says_why_it_refuses_without_bubblewrap(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    from loops.__main__ import main
+
+    monkeypatch.delenv(sandbox.MODE_ENV, raising=False)
+    monkeypatch.setenv(sandbox.BWRAP_ENV, "/nonexistent/bwrap")
+    assert main(["suite"]) == 2
+    assert "REDLINE_SANDBOX=none" in capsys.readouterr().err
