@@ -102,11 +102,12 @@ def status() -> Status:
     runs once per process."""
     try:
         current = mode()
+        uid = _sandbox_uid()
     except SandboxUnavailable as exc:
         return Status(False, "bwrap", str(exc))
     if current == "none":
         return Status(False, "none", f"{MODE_ENV}=none: candidates and checks run without a sandbox")
-    reason = _probe(_bwrap_path(), _sandbox_uid(), _python())
+    reason = _probe(_bwrap_path(), uid, _python())
     return Status(reason is None, "bwrap", reason or "")
 
 
@@ -139,7 +140,11 @@ def _sandbox_uid() -> int | None:
     """The uid to drop to before bubblewrap, or None when already unprivileged."""
     if os.geteuid() != 0:
         return None
-    return int(os.environ.get(UID_ENV) or DEFAULT_UID)
+    value = os.environ.get(UID_ENV) or str(DEFAULT_UID)
+    # uid 0 would lift the process limit (the kernel does not enforce it for root).
+    if not value.isdigit() or int(value) == 0:
+        raise SandboxUnavailable(f"{UID_ENV} must be an unprivileged uid, not {value!r}")
+    return int(value)
 
 
 def _python() -> str:

@@ -385,6 +385,16 @@ def test_an_unknown_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         run_checks(WRONG, FUNCTION)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root worker drops to REDLINE_SANDBOX_UID")
+@pytest.mark.parametrize("uid", ["0", "nobody"])
+def test_a_root_worker_refuses_a_privileged_or_bad_sandbox_uid(uid: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(sandbox.MODE_ENV, raising=False)
+    monkeypatch.setenv(sandbox.UID_ENV, uid)
+    assert not sandbox.status().sandboxed
+    with pytest.raises(sandbox.SandboxUnavailable, match="unprivileged uid"):
+        run_checks(WRONG, FUNCTION)
+
+
 def test_the_cli_says_why_it_refuses_without_bubblewrap(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     from loops.__main__ import main
 
