@@ -35,14 +35,23 @@ FUNCTION = [Check(id="check_1", code="assert double(2) == 4"), Check(id="check_2
 PROGRAM = [Check(id="case_1", stdin="2\n", stdout="4\n"), Check(id="case_2", stdin="5\n", stdout="10\n")]
 WRONG = "def double(n):\n    return 0\n"
 
-# A forged "everything passed" report in the old harness's format, found
-# through the garbage collector: the nonce and the checks live in its locals.
+# A forged "everything passed" report: in the old harness's format (nonce and
+# checks found through the garbage collector, in its locals), and in the
+# sandboxed harness's verdict format, guessing the check ids, both at once.
 FORGE = (
-    "import gc, json, os\n"
+    "import gc, json, os, sys\n"
     "def _forged():\n"
-    "    data = next(o for o in gc.get_objects() if type(o) is dict and 'nonce' in o and 'checks' in o)\n"
-    "    results = [{'id': c['id'], 'error': None, 'message': ''} for c in data['checks']]\n"
-    "    return (data['nonce'] + json.dumps({'results': results, 'log': ''})).encode()\n"
+    "    blob = b''\n"
+    "    data = next((o for o in gc.get_objects() if type(o) is dict and 'nonce' in o and 'checks' in o), None)\n"
+    "    if data is not None:\n"
+    "        results = [{'id': c['id'], 'error': None, 'message': ''} for c in data['checks']]\n"
+    "        blob += (data['nonce'] + json.dumps({'results': results, 'log': ''})).encode()\n"
+    "    encode = getattr(sys.modules['__main__'], 'encode', None)\n"
+    "    if encode is not None:\n"
+    "        for ids in (['check_1', 'check_2'], ['case_1', 'case_2']):\n"
+    "            frame = encode(('verdict', [(i, None, '') for i in ids], ''))\n"
+    "            blob += len(frame).to_bytes(4, 'big') + frame\n"
+    "    return blob\n"
 )
 
 PROTOCOL_ATTACKS: dict[str, tuple[str, list[Check]]] = {
@@ -76,6 +85,12 @@ PROTOCOL_ATTACKS: dict[str, tuple[str, list[Check]]] = {
         + "for fd in range(1, 64):\n    try:\n        os.write(fd, _forged())\n    except OSError:\n        pass\n"
         "os._exit(0)\n",
         PROGRAM,
+    ),
+    "forged report on every fd, function checks": (
+        FORGE
+        + "for fd in range(1, 64):\n    try:\n        os.write(fd, _forged())\n    except OSError:\n        pass\n"
+        "os._exit(0)\n" + WRONG,
+        FUNCTION,
     ),
     "patched json.dumps": (
         "import json\n_real = json.dumps\n"
