@@ -43,7 +43,8 @@ PYTHON_ENV = "REDLINE_PYTHON"
 UID_ENV = "REDLINE_SANDBOX_UID"
 BWRAP_ENV = "REDLINE_BWRAP"
 DEFAULT_BWRAP = "/usr/bin/bwrap"
-DEFAULT_UID = 65534  # nobody
+DEFAULT_UID = 65534  # nobody: whom a root worker runs sandboxes as
+INSIDE_UID = 65534  # whom every sandboxed process is, inside its user namespace
 FALLBACK_PYTHON = "/usr/bin/python3"
 # The protocol's two pipes sit at these fds in both processes (loops.harness).
 WIRE_FDS = (3, 4)
@@ -189,16 +190,17 @@ def _runtime_binds(python: str) -> list[str]:
     return args
 
 
-def bwrap_command(bwrap: str, python: str, uid: int, argv: list[str]) -> list[str]:
-    """The whole bubblewrap command line for one sandboxed process."""
+def bwrap_command(bwrap: str, python: str, argv: list[str]) -> list[str]:
+    """The whole bubblewrap command line for one sandboxed process. Inside,
+    the process is always uid and gid 65534, whatever it is outside."""
     return [
         bwrap,
         "--unshare-all",
         "--unshare-user",
         "--uid",
-        str(uid),
+        str(INSIDE_UID),
         "--gid",
-        str(uid),
+        str(INSIDE_UID),
         "--die-with-parent",
         "--new-session",
         "--cap-drop",
@@ -286,7 +288,7 @@ def spawn(
     sandbox; inside, the pid namespace dies with it."""
     uid = _sandbox_uid() if sandboxed else None
     if sandboxed:
-        command = bwrap_command(_bwrap_path(), _python(), uid if uid is not None else os.getuid(), argv)
+        command = bwrap_command(_bwrap_path(), _python(), argv)
     else:
         command = [sys.executable, *argv]
     return subprocess.Popen(
@@ -346,7 +348,7 @@ def _probe(bwrap: str, uid: int | None, python: str) -> str | None:
 def _run_probe(bwrap: str, uid: int | None, python: str) -> str | None:
     if not (os.path.isfile(bwrap) and os.access(bwrap, os.X_OK)) and not shutil.which(bwrap):
         return f"bubblewrap is not installed ({bwrap} not found)"
-    command = bwrap_command(bwrap, python, uid if uid is not None else os.getuid(), ["-I", "-S", "-c", "print('ok')"])
+    command = bwrap_command(bwrap, python, ["-I", "-S", "-c", "print('ok')"])
     try:
         done = subprocess.run(
             command,

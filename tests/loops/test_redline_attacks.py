@@ -369,7 +369,7 @@ def test_the_sandbox_is_really_in_use(sandboxed: None) -> None:
         "        'etc': os.path.exists('/etc/passwd'),\n"
         "    }\n"
     )
-    uid = sandbox.DEFAULT_UID if os.geteuid() == 0 else os.getuid()
+    uid = sandbox.INSIDE_UID
     expected = (
         f"assert f['uid'] == {uid}, 'uid'\n"
         "assert f['interfaces'] == ['lo'], 'interfaces'\n"
