@@ -233,6 +233,7 @@ def candidate_main() -> None:
     """Read the candidate's source from stdin, then answer requests until the
     wire closes. Nothing here is trusted by the other side."""
     source = sys.stdin.buffer.read().decode("utf-8", "replace")
+    _workdir.append(os.getcwd())
     log = io.StringIO()
     # The candidate's prints are its log (hints are redacted); the wire uses
     # raw fds, so rebinding sys.stdout cannot reach it.
@@ -288,6 +289,7 @@ def candidate_main() -> None:
 
 
 _programs: list[None] = []  # one entry per program run, for unique file names
+_workdir: list[str] = []  # set once, before any candidate code runs
 
 
 def run_program(source: str, stdin_text: str, log: io.StringIO) -> dict[str, object]:
@@ -296,7 +298,9 @@ def run_program(source: str, stdin_text: str, log: io.StringIO) -> dict[str, obj
     stderr and the class of what it raised go through files in the private
     /tmp, so a chatty stderr cannot block it while stdout is read."""
     _programs.append(None)
-    base = f"/tmp/program-{len(_programs)}"
+    # The work folder: the sandbox's private /tmp, or a fresh temporary
+    # folder of this run's own without the sandbox.
+    base = os.path.join(_workdir[0], f"program-{len(_programs)}")
     with open(base + ".in", "w", encoding="utf-8") as handle:
         handle.write(stdin_text)
     out_r, out_w = os.pipe()

@@ -21,6 +21,7 @@ import os
 import re
 import selectors
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -97,6 +98,22 @@ def run_checks(
         return RedLineResult(passed=True)
     sandboxed = sandbox.require()
     limits = sandbox.Limits(cpu_s=math.ceil(timeout_s) + 1, memory_bytes=memory_bytes)
+    if sandboxed:  # inside, the working folder is the sandbox's private /tmp
+        return _run(candidate, checks, sandboxed, limits, timeout_s, None)
+    # Without the sandbox, the processes still get an empty folder of their own.
+    with tempfile.TemporaryDirectory(prefix="redline-") as workdir:
+        return _run(candidate, checks, sandboxed, limits, timeout_s, workdir)
+
+
+def _run(
+    candidate: str,
+    checks: Sequence[Check],
+    sandboxed: bool,
+    limits: sandbox.Limits,
+    timeout_s: float,
+    workdir: str | None,
+) -> RedLineResult:
+    """One run: start both processes, feed them, read the verdict, kill both."""
     deadline = time.monotonic() + timeout_s
     payload = harness.encode([(c.id, c.code, c.stdin, c.stdout) for c in checks])
     request_r, request_w = os.pipe()
@@ -106,7 +123,11 @@ def run_checks(
         # Both sandboxes start at once; each holds only its own pipe ends.
         procs.append(
             sandbox.spawn(
-                sandbox.harness_argv("candidate"), sandboxed=sandboxed, limits=limits, wire=(request_r, reply_w)
+                sandbox.harness_argv("candidate"),
+                sandboxed=sandboxed,
+                limits=limits,
+                wire=(request_r, reply_w),
+                cwd=workdir,
             )
         )
         procs.append(
@@ -116,6 +137,7 @@ def run_checks(
                 limits=limits,
                 wire=(request_w, reply_r),
                 stdout=True,
+                cwd=workdir,
             )
         )
     except OSError:

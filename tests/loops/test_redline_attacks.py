@@ -417,3 +417,14 @@ def test_the_cli_says_why_it_refuses_without_bubblewrap(monkeypatch: pytest.Monk
     monkeypatch.setenv(sandbox.BWRAP_ENV, "/nonexistent/bwrap")
     assert main(["suite"]) == 2
     assert "REDLINE_SANDBOX=none" in capsys.readouterr().err
+
+
+def test_without_the_sandbox_the_candidate_still_works_in_an_empty_folder_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(sandbox.MODE_ENV, "none")
+    candidate = "import os\nplace = os.getcwd()\nfiles = os.listdir('.')\n"
+    result = run_checks(candidate, [Check(id="check_1", code=f"assert files == [] and place != {str(ROOT)!r}")])
+    assert result.passed, result
+    echo = "print(int(input()) * 2)\n"  # program checks keep their stdin files there
+    assert run_checks(echo, [Check(id="case_1", stdin="7\n", stdout="14\n")]).passed
