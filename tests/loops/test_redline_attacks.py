@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -304,6 +304,15 @@ def _sleepers(marker: str) -> list[int]:
     return pids
 
 
+def _within(seconds: float, condition: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
 def test_a_setsid_grandchild_does_not_outlive_the_check(sandboxed: None) -> None:
     marker = "31.4159"
     candidate = (
@@ -311,19 +320,35 @@ def test_a_setsid_grandchild_does_not_outlive_the_check(sandboxed: None) -> None
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
+        "        null = os.open('/dev/null', os.O_RDWR)\n"  # let go of the harness's pipes
+        "        for fd in (0, 1, 2):\n"
+        "            os.dup2(null, fd)\n"
         f"        os.execv('/usr/bin/sleep', ['sleep', '{marker}'])\n"
         "    os._exit(0)\n"
-        "def double(n):\n    return 2 * n\n"
+        "import time\n"
+        "alive = False\n"
+        "for _ in range(50):\n"  # the answer is right only once the grandchild runs
+        "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "        try:\n"
+        f"            alive = alive or b'{marker}' in open('/proc/%s/cmdline' % pid, 'rb').read()\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    if alive:\n"
+        "        break\n"
+        "    time.sleep(0.1)\n"
+        "def double(n):\n    return 2 * n if alive else 0\n"
     )
     try:
-        legacy_run_checks(candidate, FUNCTION)
-        time.sleep(0.5)
-        assert _sleepers(marker), "the old harness lets the grandchild outlive the check"
+        assert legacy_run_checks(candidate, FUNCTION).passed
+        assert _within(5, lambda: bool(_sleepers(marker))), "the old harness lets the grandchild outlive the check"
         for pid in _sleepers(marker):
             os.kill(pid, 9)
-        run_checks(candidate, FUNCTION)
-        time.sleep(0.5)
-        assert _sleepers(marker) == []
+        assert _within(5, lambda: not _sleepers(marker))
+        assert run_checks(candidate, FUNCTION).passed  # so the grandchild did run in the sandbox
+        # The pid namespace is torn down as bubblewrap dies; give the kernel a moment.
+        assert _within(5, lambda: not _sleepers(marker))
+        time.sleep(1)
+        assert _sleepers(marker) == []  # and it stays gone
     finally:
         for pid in _sleepers(marker):
             os.kill(pid, 9)
