@@ -402,7 +402,10 @@ def checks_main() -> None:
         sys.stdout = sys.stderr = io.StringIO()  # a check's prints go nowhere
         try:
             if code is not None:
-                namespace = {"__name__": "__check__", **wire.load()}
+                # A candidate's name never hides a builtin from a check: a
+                # top-level `list = lambda it: [1, 2]` must not answer for list().
+                names = {k: v for k, v in wire.load().items() if not hasattr(builtins, k)}
+                namespace = {"__name__": "__check__", **names}
                 exec(compile(code, "<check>", "exec"), namespace)
             else:
                 error, message = wire.program(stdin_text or "", expected)

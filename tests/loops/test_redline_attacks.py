@@ -66,6 +66,18 @@ PROTOCOL_ATTACKS: dict[str, tuple[str, list[Check]]] = {
         "class Yes:\n    def __bool__(self):\n        return True\ndef is_even(n):\n    return Yes()\n",
         [Check(id="check_1", code="assert is_even(2)"), Check(id="check_2", code="assert is_even(4)")],
     ),
+    "builtins shadowed by the candidate's names": (
+        (
+            "def squares(n):\n    return iter([])\n"
+            "def list(values):\n    return [0, 1, 4, 9]\n"
+            "def sorted(values):\n    return [1, 2, 3]\n"
+            "len = lambda values: 3\n"
+        ),
+        [
+            Check(id="check_1", code="assert list(squares(4)) == [0, 1, 4, 9]"),
+            Check(id="check_2", code="assert sorted(squares(3)) == [1, 2, 3] and len(squares(3)) == 3"),
+        ],
+    ),
     "sys.exit(0), function checks": ("import sys\nsys.exit(0)\n" + WRONG, FUNCTION),
     "sys.exit(0), program checks": ("import sys\nsys.exit(0)\n", PROGRAM),
     "os._exit(0) after forging the report": (FORGE + "os.write(1, _forged())\nos._exit(0)\n" + WRONG, FUNCTION),
