@@ -115,7 +115,9 @@ def _run(
 ) -> RedLineResult:
     """One run: start both processes, feed them, read the verdict, kill both."""
     deadline = time.monotonic() + timeout_s
-    payload = harness.encode([(c.id, c.code, c.stdin, c.stdout) for c in checks])
+    candidate_argv, candidate_prefix = sandbox.harness("candidate", sandboxed=sandboxed)
+    checks_argv, checks_prefix = sandbox.harness("checks", sandboxed=sandboxed)
+    payload = checks_prefix + harness.encode([(c.id, c.code, c.stdin, c.stdout) for c in checks])
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
     procs: list[subprocess.Popen[bytes]] = []
@@ -123,7 +125,7 @@ def _run(
         # Both sandboxes start at once; each holds only its own pipe ends.
         procs.append(
             sandbox.spawn(
-                sandbox.harness_argv("candidate"),
+                candidate_argv,
                 sandboxed=sandboxed,
                 limits=limits,
                 wire=(request_r, reply_w),
@@ -132,7 +134,7 @@ def _run(
         )
         procs.append(
             sandbox.spawn(
-                sandbox.harness_argv("checks"),
+                checks_argv,
                 sandboxed=sandboxed,
                 limits=limits,
                 wire=(request_w, reply_r),
@@ -157,7 +159,7 @@ def _run(
     feeders: list[threading.Thread] = []
     try:
         feeders += [
-            _feed(candidate_proc, candidate.encode("utf-8", "surrogatepass")),
+            _feed(candidate_proc, candidate_prefix + candidate.encode("utf-8", "surrogatepass")),
             _feed(checks_proc, payload),
         ]
         raw = _read_verdict(checks_proc, deadline)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import marshal
 import os
 import resource
 import shutil
@@ -317,10 +318,25 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def harness_argv(role: str) -> list[str]:
-    """``-I -S``: no site, no user paths, nothing from the environment; the
-    harness is passed inline since no project file is visible inside."""
-    return ["-I", "-S", "-c", ROLE_SOURCES[role]]
+# The harness compiled once here and sent ahead of the process's input:
+# compiling it in every sandbox cost each run about 4 ms.
+BOOTSTRAP = "import marshal,sys;exec(marshal.loads(sys.stdin.buffer.read(int(sys.argv[1]))))"
+ROLE_CODE = {
+    role: marshal.dumps(compile(source, f"<red line: {role}>", "exec")) for role, source in ROLE_SOURCES.items()
+}
+
+
+def harness(role: str, *, sandboxed: bool) -> tuple[list[str], bytes]:
+    """The interpreter's arguments for one side of the harness, and what to
+    write to its stdin before that side's own input. ``-I -S``: no site, no
+    user paths, nothing from the environment; no project file is visible
+    inside, so the harness comes inline: compiled here when the interpreter
+    inside reads this one's bytecode (same Python minor version), else as
+    source."""
+    if not sandboxed or _reads_our_bytecode(_bwrap_path(), _sandbox_uid(), _python()):
+        code = ROLE_CODE[role]
+        return ["-I", "-S", "-c", BOOTSTRAP, str(len(code))], code
+    return ["-I", "-S", "-c", ROLE_SOURCES[role]], b""
 
 
 _probe_lock = threading.Lock()
@@ -368,7 +384,38 @@ def _run_probe(bwrap: str, uid: int | None, python: str) -> str | None:
     return None
 
 
+_bytecode_ok: dict[tuple[str, int | None, str], bool] = {}
+
+
+def _reads_our_bytecode(bwrap: str, uid: int | None, python: str) -> bool:
+    """Whether the sandbox's interpreter runs code marshalled here (marshal's
+    format is fixed within a Python minor version). Asked once per process
+    and configuration, by running it."""
+    key = (bwrap, uid, python)
+    with _probe_lock:
+        if key not in _bytecode_ok:
+            code = marshal.dumps(compile("print('ok')", "<probe>", "exec"))
+            command = bwrap_command(bwrap, python, ["-I", "-S", "-c", BOOTSTRAP, str(len(code))])
+            try:
+                done = subprocess.run(
+                    command,
+                    input=code,
+                    env={},
+                    capture_output=True,
+                    timeout=30,
+                    check=False,
+                    user=uid,
+                    group=uid,
+                    extra_groups=[] if uid is not None else None,
+                )
+                _bytecode_ok[key] = done.returncode == 0 and done.stdout.strip() == b"ok"
+            except (OSError, subprocess.SubprocessError):
+                _bytecode_ok[key] = False
+        return _bytecode_ok[key]
+
+
 def reset_probe() -> None:
     """Forget the probe's answer (tests change the configuration)."""
     with _probe_lock:
         _probed.clear()
+        _bytecode_ok.clear()

@@ -114,3 +114,18 @@ def test_a_candidate_that_closes_the_wire_fails_every_check_after() -> None:
     result = run_checks(candidate, checks)
     assert result.failure_class == "CandidateExited"
     assert result.failed_checks == ("check_1", "check_2")
+
+
+def test_the_harness_also_runs_from_source_when_the_sandbox_cannot_read_our_bytecode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loops import sandbox
+
+    monkeypatch.delenv(sandbox.MODE_ENV, raising=False)
+    monkeypatch.setattr(sandbox, "_reads_our_bytecode", lambda *args: False)
+    argv, prefix = sandbox.harness("checks", sandboxed=True)
+    assert prefix == b"" and argv[-1] == sandbox.ROLE_SOURCES["checks"]
+    checks = [Check(id="check_1", code="assert double(2) == 4"), Check(id="case_1", stdin="3\n", stdout="6\n")]
+    assert run_checks(
+        "def double(n):\n    return 2 * n\nif __name__ == '__main__':\n    print(double(int(input())))\n", checks
+    ).passed
