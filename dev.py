@@ -64,6 +64,26 @@ def ensure_bubblewrap() -> None:
         apt_install("bubblewrap")
 
 
+def redline_env(env: dict[str, str]) -> dict[str, str]:
+    """The demo starts on any machine: where the red line's sandbox cannot
+    run, it runs the built-in suite unsandboxed (REDLINE_SANDBOX=none) and
+    says why; producers' tasks with checks are then refused."""
+    if env.get("REDLINE_SANDBOX"):
+        return env
+    code = "from loops import sandbox; s = sandbox.status(); print('' if s.sandboxed else s.reason)"
+    probe = subprocess.run([str(PY), "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    reason = probe.stdout.strip() or (probe.stderr.strip().splitlines() or [""])[-1]
+    if probe.returncode == 0 and not reason:
+        return env
+    print(
+        f"the red line's sandbox cannot run here ({reason}).\n"
+        "the demo sets REDLINE_SANDBOX=none: the built-in tasks run without a sandbox, "
+        "and producers' tasks with checks are refused (install bubblewrap to change that)",
+        flush=True,
+    )
+    return {**env, "REDLINE_SANDBOX": "none"}
+
+
 def ensure_chromium() -> None:
     if CHROMIUM.exists():
         return
@@ -100,7 +120,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def demo(port: int = 8000) -> int:
     ensure_venv()
     ensure_bubblewrap()
-    env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "1"), "PYTHONUNBUFFERED": "1"}
+    env = redline_env({**os.environ, "DEBUG": os.environ.get("DEBUG", "1"), "PYTHONUNBUFFERED": "1"})
     manage = [str(PY), "manage.py"]
     sh(*manage, "migrate", "--no-input", "-v", "0", env=env)
     logins = demo_logins()

@@ -52,6 +52,11 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
             120,
         ),
         (
+            "red line: sandboxed vs old",
+            [py, str(BENCH / "bench_redline.py"), "--rounds", str(args.redline_rounds)],
+            180,
+        ),
+        (
             "stop rules",
             [py, "-m", "loops", "bench", "stop-rules", "--sigma", "0.1", "--seeds", str(args.seeds), "--json"],
             120,
@@ -70,10 +75,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--replications", type=int, default=400)
     parser.add_argument("--seeds", type=int, default=200)
+    parser.add_argument("--redline-rounds", type=int, default=10)
     args = parser.parse_args()
     if args.quick:
         args.admit_n, args.http_items, args.decided, args.pending = 300, 150, 20_000, 2_000
         args.repeat, args.replications, args.seeds = 5, 40, 20
+        args.redline_rounds = 2
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     results: list[tuple[str, str, float]] = []

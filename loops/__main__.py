@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from loops.agents import AgentError, make_agent
 from loops.runner import LoopConfig, LoopResult, StepRecord, run_task
+from loops.sandbox import SandboxUnavailable
 from loops.tasks import Task, TaskError, builtin_suite, load_tasks
 
 
@@ -197,7 +198,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.command_name == "run":
             return cmd_run(args, out)
         return cmd_suite(args, out)
-    except (TaskError, AgentError, OSError, ValueError) as exc:
+    except (TaskError, AgentError, SandboxUnavailable, OSError, ValueError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
 

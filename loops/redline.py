@@ -1,13 +1,15 @@
-"""Red lines: the demand red line (hidden checks in a subprocess) and the
-format red line (parses, JSON schema).
+"""Red lines: the demand red line (hidden checks, sandboxed and
+call-by-value) and the format red line (parses, JSON schema).
 
-Isolation, not a security sandbox: the candidate runs in a separate Python
-process, in an empty temporary directory, with a timeout, CPU and memory
-limits and an environment holding only PATH and LANG. That keeps a buggy or
-runaway candidate from hurting the worker or reading its secrets by accident.
-It does not stop hostile code: the process can still use the network, read
-files the worker's user can read, and inspect the harness that runs it. Run
-workers as an unprivileged user in a container when candidates are untrusted.
+A demand red line runs two processes, each in its own bubblewrap sandbox
+(``loops.sandbox``): one runs the candidate, the other runs the checks. They
+talk over two pipes in plain data only (``loops.harness``): a check calling
+``is_even(2)`` sends ``2`` and gets back a real ``bool``, never an object the
+candidate made. The verdict leaves only the checks' process, on a pipe the
+candidate has no handle on, and is validated here: one result per check, ids
+in order, nothing else, or the run fails. Whatever the candidate does to its
+own process (exit early, patch modules, rewrite frames, write to any fd) can
+only make it fail.
 """
 
 from __future__ import annotations
@@ -17,23 +19,38 @@ import json
 import math
 import os
 import re
-import secrets
+import selectors
 import subprocess
-import sys
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import jsonschema
 
+from loops import harness, sandbox
+from loops.harness import MAX_LOG, MAX_MESSAGE, exception_name
+from loops.sandbox import SandboxUnavailable
 from loops.tasks import Check, Task
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
-_MAX_OUTPUT_BYTES = 1024 * 1024
+_MAX_VERDICT_BYTES = 1024 * 1024
 _LOG_TAIL_LINES = 20
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "RedLineResult",
+    "SandboxUnavailable",
+    "demand_red_line",
+    "extract_code",
+    "format_problem",
+    "run_checks",
+]
 
 
 def extract_code(text: str) -> str:
@@ -63,69 +80,6 @@ class RedLineResult:
         return f"{self.failure_class}:{first}"
 
 
-# The harness runs inside the child. It reports each check as an error class
-# and an id only: assertion messages are discarded here, at the source.
-_HARNESS = r"""
-import contextlib, io, json, sys
-
-
-def main():
-    # Everything lives in locals so a candidate does not find the checks as
-    # module globals; a determined one still could (isolation, not security).
-    data = json.loads(sys.stdin.read())
-    real_stdout = sys.stdout
-    log = io.StringIO()
-    results = []
-
-    def run(source, name, stdin_text):
-        namespace = {"__name__": name}
-        buffer = io.StringIO()
-        sys.stdin = io.StringIO(stdin_text)
-        with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(log):
-            exec(compile(source, "candidate.py", "exec"), namespace)
-        return namespace, buffer.getvalue()
-
-    for check in data["checks"]:
-        error, message = None, ""
-        try:
-            if check.get("code") is not None:
-                with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                    namespace, _ = run(data["candidate"], "candidate", "")
-                    exec(compile(check["code"], "<check>", "exec"), namespace)
-            else:
-                # Printed output of input/output cases stays out of the log:
-                # it would echo the hidden expected output back as a hint.
-                _, printed = run(data["candidate"], "__main__", check.get("stdin") or "")
-                if printed.rstrip().splitlines() != check["stdout"].rstrip().splitlines():
-                    error = "AssertionError"
-        except SystemExit as exc:
-            if exc.code not in (None, 0):
-                error = "SystemExit"
-        except BaseException as exc:
-            error = type(exc).__name__
-            if not isinstance(exc, AssertionError):
-                message = str(exc)[:200]
-        results.append({"id": check["id"], "error": error, "message": message})
-    report = json.dumps({"results": results, "log": log.getvalue()[-4000:]})
-    real_stdout.write(data["nonce"] + report)
-
-
-main()
-"""
-
-
-def _limits(cpu_s: int, memory_bytes: int) -> Callable[[], None]:
-    def apply() -> None:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (_MAX_OUTPUT_BYTES, _MAX_OUTPUT_BYTES))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-    return apply
-
-
 def _tail(text: str) -> str:
     return "\n".join(text.splitlines()[-_LOG_TAIL_LINES:])
 
@@ -137,50 +91,168 @@ def run_checks(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_bytes: int = DEFAULT_MEMORY_BYTES,
 ) -> RedLineResult:
-    """Run ``candidate`` against the hidden ``checks`` in a child process."""
-    nonce = secrets.token_hex(16)
-    payload = json.dumps(
-        {
-            "candidate": candidate,
-            "checks": [c.to_dict() for c in checks],
-            "nonce": nonce,
-        }
-    )
-    env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
+    """Run the hidden ``checks`` against ``candidate``: the candidate in one
+    sandbox, the checks in another. Safe to repeat; holds no state. Raises
+    SandboxUnavailable when bubblewrap is wanted but cannot run."""
+    if not checks:
+        return RedLineResult(passed=True)
+    sandboxed = sandbox.require()
+    limits = sandbox.Limits(cpu_s=math.ceil(timeout_s) + 1, memory_bytes=memory_bytes)
+    if sandboxed:  # inside, the working folder is the sandbox's private /tmp
+        return _run(candidate, checks, sandboxed, limits, timeout_s, None)
+    # Without the sandbox, the processes still get an empty folder of their own.
     with tempfile.TemporaryDirectory(prefix="redline-") as workdir:
-        harness = os.path.join(workdir, "harness.py")
-        with open(harness, "w", encoding="utf-8") as handle:
-            handle.write(_HARNESS)
-        try:
-            done = subprocess.run(
-                [sys.executable, "-I", "-S", harness],
-                input=payload,
-                capture_output=True,
-                text=True,
+        return _run(candidate, checks, sandboxed, limits, timeout_s, workdir)
+
+
+def _run(
+    candidate: str,
+    checks: Sequence[Check],
+    sandboxed: bool,
+    limits: sandbox.Limits,
+    timeout_s: float,
+    workdir: str | None,
+) -> RedLineResult:
+    """One run: start both processes, feed them, read the verdict, kill both."""
+    deadline = time.monotonic() + timeout_s
+    candidate_argv, candidate_prefix = sandbox.harness("candidate", sandboxed=sandboxed)
+    checks_argv, checks_prefix = sandbox.harness("checks", sandboxed=sandboxed)
+    payload = checks_prefix + harness.encode([(c.id, c.code, c.stdin, c.stdout) for c in checks])
+    request_r, request_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        # Both sandboxes start at once; each holds only its own pipe ends.
+        procs.append(
+            sandbox.spawn(
+                candidate_argv,
+                sandboxed=sandboxed,
+                limits=limits,
+                wire=(request_r, reply_w),
                 cwd=workdir,
-                env=env,
-                timeout=timeout_s,
-                preexec_fn=_limits(math.ceil(timeout_s) + 1, memory_bytes),
-                start_new_session=True,
-                check=False,
             )
-        except subprocess.TimeoutExpired:
-            return RedLineResult(passed=False, failure_class="Timeout")
-    _, found, report = done.stdout.rpartition(nonce)
-    if not found:
-        # Killed by a limit, or the candidate ended the process itself.
-        cls = "ResourceLimit" if done.returncode < 0 else "HarnessError"
-        return RedLineResult(passed=False, failure_class=cls, log_tail=_tail(done.stderr))
-    data = json.loads(report)
-    failed = [r for r in data["results"] if r["error"]]
+        )
+        procs.append(
+            sandbox.spawn(
+                checks_argv,
+                sandboxed=sandboxed,
+                limits=limits,
+                wire=(request_w, reply_r),
+                stdout=True,
+                cwd=workdir,
+            )
+        )
+    except OSError:
+        # No process to start (the sandbox uid's process limit, shared with
+        # every sandbox on the host, is spent): this attempt fails, never passes.
+        for proc in procs:
+            sandbox.kill(proc)
+        return RedLineResult(passed=False, failure_class="HarnessError")
+    except BaseException:
+        for proc in procs:
+            sandbox.kill(proc)
+        raise
+    finally:
+        for fd in (request_r, request_w, reply_r, reply_w):
+            os.close(fd)
+    candidate_proc, checks_proc = procs
+    feeders: list[threading.Thread] = []
+    try:
+        feeders += [
+            _feed(candidate_proc, candidate_prefix + candidate.encode("utf-8", "surrogatepass")),
+            _feed(checks_proc, payload),
+        ]
+        raw = _read_verdict(checks_proc, deadline)
+    finally:
+        for proc in procs:
+            sandbox.kill(proc)
+        for feeder in feeders:
+            feeder.join()
+    if raw is None:
+        return RedLineResult(passed=False, failure_class="Timeout")
+    return _verdict(raw, checks, checks_proc.returncode)
+
+
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> threading.Thread:
+    """Write ``data`` to the process's stdin and close it, in a thread, so a
+    process that never reads cannot block the worker past the deadline."""
+
+    def write() -> None:
+        stdin = proc.stdin
+        if stdin is None:
+            return
+        try:
+            stdin.write(data)
+            stdin.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+def _read_verdict(proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+    """The checks' process's stdout up to EOF, or None at the deadline. More
+    than the cap is cut, which then fails validation."""
+    assert proc.stdout is not None  # spawned with stdout=True
+    fd = proc.stdout.fileno()
+    chunks: list[bytes] = []
+    size = 0
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > _MAX_VERDICT_BYTES:
+                return b""
+            chunks.append(chunk)
+
+
+def _verdict(raw: bytes, checks: Sequence[Check], returncode: int | None) -> RedLineResult:
+    """The verdict the checks' process wrote, validated strictly: one frame,
+    exactly one result per check, ids in task order, nothing else. Anything
+    else fails the whole run, never passes it."""
+    results: list[Any] = []
+    log_text = ""
+    try:
+        size = int.from_bytes(raw[:4], "big")
+        tag, results, log_text = harness.decode(raw[4:]) if size == len(raw) - 4 else (None, None, None)
+        valid = (
+            tag == "verdict"
+            and type(results) is list
+            and type(log_text) is str
+            and len(results) == len(checks)
+            and all(
+                type(r) is tuple
+                and len(r) == 3
+                and r[0] == check.id
+                and (r[1] is None or type(r[1]) is str)
+                and type(r[2]) is str
+                for r, check in zip(results, checks, strict=True)
+            )
+        )
+    except (harness.ProtocolError, TypeError, ValueError):
+        valid = False
+    if not valid:
+        # Killed by a limit before it could answer, or an answer off the format.
+        cls = "ResourceLimit" if returncode is not None and returncode < 0 else "HarnessError"
+        return RedLineResult(passed=False, failure_class=cls)
+    log_tail = _tail(log_text[-MAX_LOG:])
+    failed = [r for r in results if r[1] is not None]
     if not failed:
-        return RedLineResult(passed=True, log_tail=_tail(data["log"]))
+        return RedLineResult(passed=True, log_tail=log_tail)
     return RedLineResult(
         passed=False,
-        failure_class=failed[0]["error"],
-        failed_checks=tuple(r["id"] for r in failed),
-        messages=tuple(r["message"] for r in failed if r["message"]),
-        log_tail=_tail(data["log"]),
+        failure_class=exception_name(failed[0][1]),
+        failed_checks=tuple(r[0] for r in failed),
+        messages=tuple(r[2][:MAX_MESSAGE] for r in failed if r[2]),
+        log_tail=log_tail,
     )
 
 

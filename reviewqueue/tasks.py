@@ -118,6 +118,7 @@ def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agen
     from loops.agents import AgentError, make_agent
     from loops.cutoff import cutoff_summary
     from loops.runner import LoopConfig, run_task
+    from loops.sandbox import SandboxUnavailable
     from loops.tasks import Task, TaskKind
 
     parsed = Task.from_dict(services.clean_json(task))
@@ -131,6 +132,13 @@ def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agen
     config = LoopConfig(step_limit=queue.step_limit, draft=draft, gates=tuple(services.enabled_gates()))
     try:
         result = run_task(parsed, make_agent(agent, task=parsed, **(agent_options or {})), config)
+    except SandboxUnavailable as exc:
+        # Fail closed: hidden checks never run unsandboxed unless REDLINE_SANDBOX=none.
+        LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
+            outcome=LoopRun.Outcome.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
+        )
+        log.error("loop failed: red line not sandboxed", extra={"run_id": run_id, "error": str(exc)[:200]})
+        return LoopRun.Outcome.FAILED
     except AgentError as exc:
         LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
             outcome=LoopRun.Outcome.FAILED, error=str(exc)[:2000], finished_at=timezone.now()

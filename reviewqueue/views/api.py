@@ -232,6 +232,9 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     from ..tasks import BrokerUnavailable, submit_loop
 
     run_id = payload.run_id or f"api-{uuid.uuid4().hex}"
+    refusal = _unsandboxed_checks(payload.task)
+    if refusal is not None:
+        return refusal  # type: ignore[return-value]
     existed = LoopRun.objects.filter(run_id=run_id).exists()
     try:
         run = submit_loop(task=payload.task, run_id=run_id, agent=payload.agent)
@@ -251,6 +254,27 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
         response["Retry-After"] = "5"
         return response  # type: ignore[return-value]
     return Status(200 if existed else 201, _run_body(run, created=not existed))
+
+
+def _unsandboxed_checks(task: Any) -> JsonResponse | None:
+    """Fail closed: a producer's hidden checks are untrusted code and run only
+    in the red line's sandbox. Where it cannot run (or REDLINE_SANDBOX=none),
+    tasks with checks are refused before anything is stored."""
+    from loops import sandbox
+
+    if not (isinstance(task, dict) and task.get("checks")):
+        return None
+    status = sandbox.status()
+    if status.sandboxed:
+        return None
+    return JsonResponse(
+        {
+            "error": "sandbox_unavailable",
+            "fields": {},
+            "detail": f"tasks with checks are refused: the red line is not sandboxed here ({status.reason})",
+        },
+        status=503,
+    )
 
 
 def _run_body(run: LoopRun, *, created: bool = False) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from django.urls import path
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from loops import sandbox as redline_sandbox
+
 from .. import services, stats
 from ..access import operator_required
 from ..forms import (
@@ -232,6 +234,8 @@ def dashboard_context() -> dict[str, Any]:
         "step_history": list(reversed(stats.step_limit_history(limit=10))),
         "shed_by_priority": stats.shed_by_priority(),
         "breaker": CircuitBreakerEntry.objects.select_related("item").order_by("-created_at", "-pk")[:20],
+        # Probed once per process: whether red lines run in bubblewrap here.
+        "redline": redline_sandbox.status(),
         **rules_context(),
     }
 
