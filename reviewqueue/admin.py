@@ -2,6 +2,10 @@ from django import forms
 from django.contrib import admin
 
 from . import models
+from .views.auth import RateLimitedAdminAuthenticationForm
+
+# The admin's sign-in counts against the same per-address limit as the site's.
+admin.site.login_form = RateLimitedAdminAuthenticationForm
 
 
 @admin.register(models.ReviewItem)
