@@ -24,6 +24,7 @@ from ninja import Field, NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
+from pydantic import field_validator
 
 from .. import services, stats
 from ..models import ApiToken, CutoffReason, LoopRun, QueuePolicy, ReviewItem
@@ -206,6 +207,17 @@ class OutputIn(Schema):
     task_kind: str = Field("", max_length=20)
     source_run_id: str = Field("", max_length=200)
 
+    @field_validator(
+        "task_description", "final_output", "last_error", "task_id", "task_kind", "source_run_id", mode="before"
+    )
+    @classmethod
+    def _replace_invalid_text(cls, value: Any) -> Any:
+        """NUL and lone surrogates in text become U+FFFD before validation, as
+        admit() would store them: the length checks cannot read a lone
+        surrogate and would refuse it. The idempotency key is left as sent,
+        so one with such characters is refused (an identifier is not cleaned)."""
+        return services.clean_text(value)[0] if isinstance(value, str) else value
+
 
 class OutputOut(Schema):
     outcome: Literal["enqueued", "shed", "duplicate", "filtered"]
@@ -280,6 +292,10 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
 
     producer = producer_of(_token(request, ApiToken.Scope.TASKS))
     run_id = payload.run_id or f"api-{uuid.uuid4().hex}"
+    if not run_id.isprintable():
+        # An identifier is refused, not cleaned: replacing a NUL with U+FFFD
+        # would make two different run ids one (and PostgreSQL refuses NUL).
+        raise services.InvalidInput("run_id", "must be printable text (no control characters)")
     try:
         run, created = submit_run(task=payload.task, run_id=run_id, agent=payload.agent, producer=producer)
     except (TaskError, TypeError, ValueError) as exc:
@@ -319,7 +335,9 @@ def run_status(request: HttpRequest, run_id: str) -> Status[dict[str, Any]]:
     """Only the producer that submitted the run sees it; to any other the run
     does not exist (404), so a guessed run id tells nothing."""
     producer = producer_of(_token(request, ApiToken.Scope.TASKS))
-    run = LoopRun.objects.filter(producer=producer, run_id=run_id).first()
+    # Run ids are printable (submit_task refuses others), and PostgreSQL
+    # refuses a NUL even in a lookup: such an id names no run.
+    run = LoopRun.objects.filter(producer=producer, run_id=run_id).first() if run_id.isprintable() else None
     if run is None:
         return Status(404, {"error": "not_found", "detail": f"no run {run_id!r} from this producer"})
     return Status(200, _run_body(run))
@@ -359,9 +377,33 @@ def _too_large() -> JsonResponse:
     )
 
 
+def _chunked(request: HttpRequest) -> bool:
+    return "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+
+
+def _read_chunked(request: HttpRequest) -> HttpResponse | None:
+    """A chunked body declares no length, and Django reads no further than
+    Content-Length says (none: nothing). Read it from the server's de-chunked
+    stream, one byte past the limit at most: 413 if it is longer, else keep
+    it as the request's body."""
+    body = request.META["wsgi.input"].read(API_MAX_BODY_BYTES + 1)
+    if len(body) > API_MAX_BODY_BYTES:
+        return _too_large()
+    if not body:
+        # Servers that do not de-chunk (Django's development server) pass an
+        # empty stream on: say so instead of parsing nothing.
+        return JsonResponse(
+            {"error": "length_required", "detail": "this server cannot read a chunked body: send Content-Length"},
+            status=411,
+        )
+    request._body = body  # what HttpRequest.body returns from now on
+    return None
+
+
 def guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Token-auth views skip the login middleware; a body declared larger than
-    the limit is refused with a JSON 413 before anything reads it."""
+    """Token-auth views skip the login middleware; a body larger than the
+    limit is refused with a JSON 413 before it is parsed: at once when its
+    Content-Length says so, after one byte past the limit when it is chunked."""
 
     @functools.wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -372,6 +414,10 @@ def guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
                 return JsonResponse({"error": "invalid", "detail": "bad Content-Length"}, status=400)
             if declared > API_MAX_BODY_BYTES:
                 return _too_large()
+            if not declared and _chunked(request):
+                refused = _read_chunked(request)
+                if refused is not None:
+                    return refused
         return view(request, *args, **kwargs)
 
     return login_not_required(wrapped)
@@ -386,6 +432,11 @@ def _guarded(patterns: list[Any]) -> list[Any]:
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if exc.status_code == 400:
+        # A body that is not JSON: raw bytes that are not UTF-8, raw control
+        # characters inside strings, or no JSON at all.
+        body = {"error": "invalid", "fields": {"body": "must be JSON in UTF-8"}, "detail": str(exc)}
+        return api.create_response(request, body, status=400)
     return api.create_response(request, {"error": "http_error", "detail": str(exc)}, status=exc.status_code)
 
 
