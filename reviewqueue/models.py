@@ -465,15 +465,12 @@ class ApiToken(models.Model):
         return isinstance(self.scopes, list) and scope in self.scopes
 
     def clean(self) -> None:
-        unknown = (
-            sorted({str(s) for s in self.scopes or []} - set(self.Scope.values))
-            if isinstance(self.scopes, list)
-            else ["?"]
-        )
+        known = ", ".join(self.Scope.values)
+        if not isinstance(self.scopes, list):
+            raise ValidationError({"scopes": f"a list of scopes, from {known}"})
+        unknown = sorted({str(scope) for scope in self.scopes} - set(self.Scope.values))
         if unknown:
-            raise ValidationError(
-                {"scopes": f"unknown scopes: {', '.join(unknown)}; known: {', '.join(self.Scope.values)}"}
-            )
+            raise ValidationError({"scopes": f"unknown scopes: {', '.join(unknown)}; known: {known}"})
 
 
 class SimulationRun(models.Model):

@@ -158,3 +158,14 @@ def test_the_command_refuses_bad_scopes_and_names(args: tuple[str, ...], message
     with pytest.raises(CommandError, match=message):
         _create(*args)
     assert not ApiToken.objects.exists()
+
+
+@pytest.mark.parametrize("scopes", [["outputs", "root"], "outputs", None])
+def test_a_token_with_unknown_or_malformed_scopes_does_not_validate(scopes: Any) -> None:
+    from django.core.exceptions import ValidationError
+
+    token, _ = issue_token(name="p", scopes=["outputs"])
+    token.scopes = scopes
+    with pytest.raises(ValidationError, match="scopes"):
+        token.clean()
+    assert token.has_scope("outputs") is isinstance(scopes, list)  # a string or None grants nothing
