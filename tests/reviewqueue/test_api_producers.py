@@ -122,3 +122,19 @@ def test_operators_runs_keep_their_own_namespace(db: None) -> None:
     run_loop(task=task, run_id="same", producer="a")
     assert sorted(ReviewItem.objects.values_list("producer", flat=True)) == ["a", "loop:scripted"]
     assert sorted(LoopRun.objects.values_list("producer", flat=True)) == ["", "a"]
+
+
+def test_a_stale_submitted_run_is_resent_under_its_producer(db: None, settings: Any) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviewqueue.tasks import resubmit_stale_runs
+
+    for producer in ("a", ""):
+        LoopRun.objects.create(producer=producer, run_id="lost", task_id="hello", task=TASK)
+    LoopRun.objects.update(updated_at=timezone.now() - timedelta(seconds=settings.REVIEWQUEUE_STALE_RUN_SECONDS + 1))
+    with mock.patch("reviewqueue.tasks.run_loop.delay") as delay:
+        assert resubmit_stale_runs() == 2
+    sent = sorted(call.kwargs.get("producer", "") for call in delay.call_args_list)
+    assert sent == ["", "a"]  # the operators' run is sent as before, without a producer
