@@ -47,9 +47,10 @@ FENCE_LEXERS = frozenset(
 # regular expressions never backtrack: every repetition is possessive (*+, ++)
 # and none is followed by something it could also have matched, and those
 # searched over the whole text cannot run past a line end, so each line start
-# is looked at once. Everything else is str.find, str.split and slicing. (The patterns this replaces, ^\s* under MULTILINE and a
-# lazy .*? hunting for a closing fence, rescanned the rest of the text from
-# every line: seconds for a few kilobytes of newlines, hours at the size limit.)
+# is looked at once. Everything else is str.find, str.split and slicing. (The
+# patterns this replaces, ^\s* under MULTILINE and a lazy .*? hunting for a
+# closing fence, rescanned the rest of the text from every line: seconds for
+# a few kilobytes of newlines, hours at the size limit.)
 
 FENCE = "```"
 _FENCE_OPEN = re.compile(r"^```", re.MULTILINE)
@@ -63,7 +64,7 @@ _PARAGRAPH_BREAK = re.compile(r"\n(?:[^\S\n]*+\n)++")
 # are recognised here first. Each pattern is matched at the start of a line:
 # RAW on the line as it is, STRIPPED after its leading whitespace.
 _RAW: dict[str, re.Pattern[str]] = {
-    # diff's "@@ ... @@" hunk header is checked apart (_diff_hunk).
+    # diff's "@@ ... @@" hunk header is checked apart, in _line_languages.
     "diff": re.compile(r"\+\+\+ |--- a/"),
     "bash": re.compile(r"#!/bin/(ba)?sh|\$ \w"),
 }
@@ -81,7 +82,7 @@ _STRIPPED: dict[str, re.Pattern[str]] = {
 LANGUAGES = ("diff", "python", "javascript", "sql", "bash", "c", "go", "rust", "html")
 # The characters a signature can start with, so most lines cost one set lookup.
 _RAW_FIRST = frozenset("@+-#$")
-_STRIPPED_FIRST = frozenset("dicfelpu#<" + "sSiIuUcCdD" + "hHbBpP")
+_STRIPPED_FIRST = frozenset("cdefilpsu#<" + "CDISU")  # upper case: SQL is matched in any case
 # A line that could carry a signature: its first character after horizontal
 # whitespace is one a signature starts with. The whitespace run cannot cross
 # a newline, so each line start is looked at once.

@@ -141,7 +141,8 @@ PIECES = st.sampled_from(
     [
         "\n", "\n\n", " ", "\t", "x", "<b>", "&", "```", "```py", "```zz", "```json", "``` ", "def f(", "class A:",
         "import os", "@@ -1 +1 @@", "--- a/f", "$ ls", "SELECT 1", "const a = 1;", "fn main(", "package main",
-        "#include <x>", "<div>", "{", "}", '{"a": 1}', "    ", ":", ";", "é", "\u2028",
+        "#include <x>", "<div>", "{", "}", '{"a": 1}', "    ", ":", ";", "é", "\u2028", "select 1",
+        "Update t Set", "use std::", "let mut ", "export ", "#!/bin/sh", "if __name__", "<!DOCTYPE", "func f(",
     ]
 )  # fmt: skip
 
