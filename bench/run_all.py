@@ -57,6 +57,11 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
             180,
         ),
         (
+            "review page render, hostile",
+            [py, str(BENCH / "bench_render.py"), "--size", str(args.render_size), "--old-sizes", args.render_old_sizes],
+            180,
+        ),
+        (
             "stop rules",
             [py, "-m", "loops", "bench", "stop-rules", "--sigma", "0.1", "--seeds", str(args.seeds), "--json"],
             120,
@@ -76,11 +81,14 @@ def main() -> None:
     parser.add_argument("--replications", type=int, default=400)
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--redline-rounds", type=int, default=10)
+    parser.add_argument("--render-size", type=int, default=500_000)
+    parser.add_argument("--render-old-sizes", default="2000,4000")
     args = parser.parse_args()
     if args.quick:
         args.admit_n, args.http_items, args.decided, args.pending = 300, 150, 20_000, 2_000
         args.repeat, args.replications, args.seeds = 5, 40, 20
         args.redline_rounds = 2
+        args.render_size, args.render_old_sizes = 50_000, "1000"
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     results: list[tuple[str, str, float]] = []

@@ -1,6 +1,11 @@
+from django import forms
 from django.contrib import admin
 
 from . import models
+from .views.auth import RateLimitedAdminAuthenticationForm
+
+# The admin's sign-in counts against the same per-address limit as the site's.
+admin.site.login_form = RateLimitedAdminAuthenticationForm
 
 
 @admin.register(models.ReviewItem)
@@ -110,11 +115,33 @@ class LoopRunAdmin(admin.ModelAdmin):
     raw_id_fields = ("item",)
 
 
+class ApiTokenForm(forms.ModelForm):
+    """Scopes as checkboxes: the admin grants exactly what is ticked."""
+
+    scopes = forms.MultipleChoiceField(
+        choices=models.ApiToken.Scope.choices, widget=forms.CheckboxSelectMultiple, required=False
+    )
+
+    class Meta:
+        model = models.ApiToken
+        fields = ("name", "scopes", "revoked_at")
+
+
 @admin.register(models.ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("name", "prefix", "created_at", "last_used_at", "revoked_at", "can_read_metrics")
+    form = ApiTokenForm
+    list_display = ("name", "prefix", "scope_list", "created_at", "last_used_at", "revoked_at")
     readonly_fields = ("prefix", "token_hash", "created_at", "last_used_at")
     actions = ["revoke"]
+
+    @admin.display(description="scopes")
+    def scope_list(self, obj: models.ApiToken) -> str:
+        return ", ".join(obj.scopes) or "none"
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        # A token's secret is shown once, on a terminal: create_api_token
+        # issues tokens. The admin edits scopes and revokes.
+        return False
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset):  # type: ignore[no-untyped-def]

@@ -138,10 +138,10 @@ class QueuePolicy(models.Model):
         return cls.objects.select_for_update().get(pk=1)
 
     @classmethod
-    def locked_for_admission(cls, idempotency_key: str) -> tuple[QueuePolicy, int | None, bool]:
+    def locked_for_admission(cls, producer: str, idempotency_key: str) -> tuple[QueuePolicy, int | None, bool]:
         """The locked policy row (its ``depth`` is current: the lock serialises
         every change to it), then, in one query once the lock is held, the item
-        already admitted under this key (or None) and whether any filter rule
+        this producer already admitted under this key (or None) and whether any filter rule
         is on. Two statements, not one: PostgreSQL evaluates subqueries of a
         ``SELECT ... FOR UPDATE`` with the snapshot taken before it waited for
         the lock, so a key committed meanwhile could be missed."""
@@ -151,7 +151,10 @@ class QueuePolicy(models.Model):
         existing_pk, gates = (
             cls.objects.filter(pk=queue.pk)
             .annotate(
-                existing_pk=RawSQL(f"SELECT id FROM {items} WHERE idempotency_key = %s", (idempotency_key,)),
+                existing_pk=RawSQL(
+                    f"SELECT id FROM {items} WHERE producer = %s AND idempotency_key = %s",
+                    (producer, idempotency_key),
+                ),
                 gates=RawSQL(f"SELECT COUNT(*) FROM {rules} WHERE status = %s", (FilterRule.Status.ENABLED,)),
             )
             .values_list("existing_pk", "gates")
@@ -238,8 +241,10 @@ class ReviewItem(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_expiries = models.PositiveIntegerField(default=0, help_text="times a lease ran out before a verdict")
     source_run_id = models.CharField(max_length=200, blank=True)
-    producer = models.CharField(max_length=100, blank=True)
-    idempotency_key = models.CharField(max_length=200, unique=True)
+    producer = models.CharField(
+        max_length=100, blank=True, help_text="who pushed it: an API token's name, or loop:<agent> for built-in runs"
+    )
+    idempotency_key = models.CharField(max_length=200, help_text="unique per producer")
     filter_reason = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -251,6 +256,11 @@ class ReviewItem(models.Model):
         permissions = [
             ("review", "Can claim and decide review items"),
             ("operate", "Can operate the queue: dashboard, policy, what-if, export"),
+        ]
+        constraints = [
+            # Keys belong to one producer: two producers may pick the same key.
+            # Its index also serves admit()'s duplicate lookup by (producer, key).
+            models.UniqueConstraint(fields=["producer", "idempotency_key"], name="item_key_per_producer"),
         ]
         indexes = [
             # claim(): the next pending item by priority, then age.
@@ -436,8 +446,9 @@ class DepthSample(models.Model):
 
 
 class LoopRun(models.Model):
-    """One run of an agent loop, keyed by (task, run) so a redelivered Celery
-    task finds its earlier outcome instead of producing a second output."""
+    """One run of an agent loop, keyed by (producer, run id) so a redelivered
+    Celery task finds its earlier outcome instead of producing a second output,
+    and two producers may use the same run id without meeting."""
 
     class Outcome(models.TextChoices):
         RUNNING = "running"
@@ -448,7 +459,10 @@ class LoopRun(models.Model):
         DUPLICATE = "duplicate"
         FAILED = "failed"
 
-    run_id = models.CharField(max_length=200, unique=True)
+    run_id = models.CharField(max_length=200, help_text="unique per producer")
+    producer = models.CharField(
+        max_length=100, blank=True, help_text="the API token's name that submitted it; blank for operators' runs"
+    )
     task_id = models.CharField(max_length=200)
     task_kind = models.CharField(max_length=20, blank=True)
     task = models.JSONField(help_text="the task as submitted")
@@ -475,6 +489,10 @@ class LoopRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        constraints = [
+            # Run ids belong to one producer; the index serves the lookup by (producer, run id).
+            models.UniqueConstraint(fields=["producer", "run_id"], name="run_id_per_producer"),
+        ]
         indexes = [models.Index(fields=["outcome", "updated_at"], name="looprun_outcome_updated")]
 
     def __str__(self) -> str:
@@ -482,7 +500,18 @@ class LoopRun(models.Model):
 
 
 class ApiToken(models.Model):
-    """A producer's API token. Only a hash is stored; the token is shown once."""
+    """A producer's API token. Only a hash is stored; the token is shown once.
+
+    The token's name is its producer's identity: items and runs carry it, and
+    idempotency keys and run ids are unique per name, so a replacement token
+    issued under the same name keeps seeing its producer's runs. A token may
+    do only what its scopes allow (least privilege: grant what the producer
+    needs, nothing by default beyond pushing outputs)."""
+
+    class Scope(models.TextChoices):
+        OUTPUTS = "outputs", "outputs: push outputs (POST /api/outputs) and read their status"
+        TASKS = "tasks", "tasks: submit tasks for agent loops (POST /api/tasks) and read their runs"
+        METRICS = "metrics", "metrics: scrape /metrics"
 
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=12, db_index=True)
@@ -491,7 +520,7 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
-    can_read_metrics = models.BooleanField(default=False)
+    scopes = models.JSONField(default=list, blank=True, help_text="what this token may do: outputs, tasks, metrics")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
@@ -499,6 +528,17 @@ class ApiToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+    def has_scope(self, scope: str) -> bool:
+        return isinstance(self.scopes, list) and scope in self.scopes
+
+    def clean(self) -> None:
+        known = ", ".join(self.Scope.values)
+        if not isinstance(self.scopes, list):
+            raise ValidationError({"scopes": f"a list of scopes, from {known}"})
+        unknown = sorted({str(scope) for scope in self.scopes} - set(self.Scope.values))
+        if unknown:
+            raise ValidationError({"scopes": f"unknown scopes: {', '.join(unknown)}; known: {known}"})
 
 
 class SimulationRun(models.Model):

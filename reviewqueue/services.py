@@ -205,8 +205,10 @@ def admit(
     fails with the reviewer's description of each; for a scored task,
     ``reviewed_score`` is the stop rule's estimate of that attempt's quality.
 
-    Safe to repeat: a second call with the same ``idempotency_key`` changes
-    nothing and answers "duplicate" with the first call's item. At capacity the
+    Safe to repeat: a second call with the same ``idempotency_key`` from the
+    same ``producer`` changes nothing and answers "duplicate" with the first
+    call's item; keys are unique per producer, so another producer's equal key
+    is a different item. At capacity the
     lowest-priority waiting item (the incoming one included) is shed and
     written to the circuit-breaker log; nothing is ever deleted.
     """
@@ -235,6 +237,7 @@ def admit(
     output, truncated = clean_text(final_output, limit=limit)
     error, _ = clean_text(last_error, limit=20_000)
     now = now or timezone.now()
+    producer = _short(producer, 100)
 
     item = ReviewItem(
         idempotency_key=key,
@@ -255,7 +258,7 @@ def admit(
         draft=draft,
         priority=priority,
         source_run_id=_short(source_run_id, 200),
-        producer=_short(producer, 100),
+        producer=producer,
         created_at=now,
     )
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: the proxy costs a lookup per attribute
@@ -265,7 +268,7 @@ def admit(
             return fast
 
     with transaction.atomic():
-        queue, existing_pk, gates_enabled = QueuePolicy.locked_for_admission(key)
+        queue, existing_pk, gates_enabled = QueuePolicy.locked_for_admission(producer, key)
         depth = queue.depth
         _remember(queue, gates_enabled)
         if existing_pk is not None:
@@ -458,8 +461,9 @@ def _admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetim
 
     Returns None, having changed nothing, whenever plan_admission must decide
     on the general path: outside the range (a watermark crossed, shedding), a
-    filter gate on, the key admitted before (the unique violation rolls the
-    whole statement back, the update included), or the state still moving.
+    filter gate on, the key admitted before by the same producer (the
+    violation of the (producer, key) constraint rolls the whole statement
+    back, the update included), or the state still moving.
     """
     global _seen
     apply_sql, read_sql = _admission_sql(db)

@@ -131,7 +131,10 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # Without Redis, the database: every web process and worker shares it, so
+    # the sign-in limit counted here holds across processes (a per-process
+    # LocMemCache gave each worker its own count). A migration makes the table.
+    CACHES = {"default": {"BACKEND": "reviewqueue.cache.DatabaseCache", "LOCATION": "reviewqueue_cache"}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

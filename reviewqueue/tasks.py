@@ -42,17 +42,39 @@ class BrokerUnavailable(Exception):
 
 
 def submit_loop(
-    *, task: dict[str, Any], run_id: str, agent: str = "scripted", agent_options: dict | None = None
+    *,
+    task: dict[str, Any],
+    run_id: str,
+    agent: str = "scripted",
+    agent_options: dict | None = None,
+    producer: str = "",
 ) -> LoopRun:
-    """Record a loop run and enqueue it once the row is committed. Safe to
-    repeat: a known run id returns the existing row and enqueues nothing,
-    unless its earlier publish failed (broker down), in which case it is sent
-    again. Raises BrokerUnavailable when the broker stays unreachable."""
+    """submit_run() for callers that need only the run."""
+    return submit_run(task=task, run_id=run_id, agent=agent, agent_options=agent_options, producer=producer)[0]
+
+
+def submit_run(
+    *,
+    task: dict[str, Any],
+    run_id: str,
+    agent: str = "scripted",
+    agent_options: dict | None = None,
+    producer: str = "",
+) -> tuple[LoopRun, bool]:
+    """Record a loop run and enqueue it once the row is committed; returns the
+    run and whether this call created it. Run ids are unique per ``producer``
+    (an API token's name; blank for operators' runs).
+
+    Safe to repeat, concurrently too: the (producer, run id) constraint lets
+    exactly one call create the row and enqueue it; every other call returns
+    the existing row with created False and enqueues nothing, unless the
+    earlier publish failed (broker down), in which case it is sent again.
+    Raises BrokerUnavailable when the broker stays unreachable."""
     from loops.tasks import Task
 
     parsed = Task.from_dict(services.clean_json(task))  # TaskError on a bad task, before anything is stored
     with transaction.atomic():
-        run, created = _record_run(parsed, run_id, agent, agent_options)
+        run, created = _record_run(parsed, run_id, agent, agent_options, producer)
         unsent = (
             not created
             and run.outcome == LoopRun.Outcome.RUNNING
@@ -61,13 +83,18 @@ def submit_loop(
         )
         if created or unsent:
             kwargs = {"task": parsed.to_dict(), "run_id": run_id, "agent": agent, "agent_options": agent_options}
+            if producer:  # only when set: messages stay readable by workers that predate producers
+                kwargs["producer"] = producer
             transaction.on_commit(lambda: _publish(kwargs, resend=unsent))
-    return run
+    return run, created
 
 
-def _record_run(parsed: Task, run_id: str, agent: str, agent_options: dict | None) -> tuple[LoopRun, bool]:
-    """The run's row, created on first sight of its id (the idempotency key of a loop)."""
+def _record_run(
+    parsed: Task, run_id: str, agent: str, agent_options: dict | None, producer: str = ""
+) -> tuple[LoopRun, bool]:
+    """The run's row, created on first sight of (producer, run id), the idempotency key of a loop."""
     return LoopRun.objects.get_or_create(
+        producer=producer,
         run_id=run_id,
         defaults={
             "task_id": parsed.id,
@@ -84,17 +111,17 @@ def _publish(kwargs: dict[str, Any], *, resend: bool) -> None:
     a failure is written on the run so a repeated submit knows to resend."""
     from kombu.exceptions import OperationalError as BrokerError
 
-    run_id = kwargs["run_id"]
+    run_id, producer = kwargs["run_id"], kwargs.get("producer", "")
     try:
         run_loop.delay(**kwargs)
     except BrokerError as exc:
-        LoopRun.objects.filter(run_id=run_id, outcome=LoopRun.Outcome.RUNNING, deliveries=0).update(
+        LoopRun.objects.filter(producer=producer, run_id=run_id, outcome=LoopRun.Outcome.RUNNING, deliveries=0).update(
             error=f"{PUBLISH_FAILED}: {exc}"[:2000]
         )
         log.warning("loop not sent: broker unavailable", extra={"run_id": run_id, "error": str(exc)[:200]})
         raise BrokerUnavailable(run_id, f"run {run_id} is recorded but the broker is unreachable: {exc}") from exc
     if resend:
-        LoopRun.objects.filter(run_id=run_id, error__startswith=PUBLISH_FAILED).update(error="")
+        LoopRun.objects.filter(producer=producer, run_id=run_id, error__startswith=PUBLISH_FAILED).update(error="")
 
 
 @shared_task(
@@ -106,7 +133,14 @@ def _publish(kwargs: dict[str, Any], *, resend: bool) -> None:
     retry_backoff_max=60,
     max_retries=5,
 )
-def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agent_options: dict | None = None) -> str:
+def run_loop(
+    *,
+    task: dict[str, Any],
+    run_id: str,
+    agent: str = "scripted",
+    agent_options: dict | None = None,
+    producer: str = "",
+) -> str:
     """Run one agent loop with the live step limit and mode, then record the
     outcome: converged -> auto-passed (grey tasks maybe sampled into the
     queue), cut off -> admit().
@@ -122,7 +156,7 @@ def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agen
     from loops.tasks import Task, TaskKind
 
     parsed = Task.from_dict(services.clean_json(task))
-    run, _ = _record_run(parsed, run_id, agent, agent_options)
+    run, _ = _record_run(parsed, run_id, agent, agent_options, producer)
     if run.outcome != LoopRun.Outcome.RUNNING:
         return run.outcome
     LoopRun.objects.filter(pk=run.pk).update(deliveries=F("deliveries") + 1, updated_at=timezone.now())
@@ -165,7 +199,10 @@ def run_loop(*, task: dict[str, Any], run_id: str, agent: str = "scripted", agen
         "task_id": parsed.id,
         "task_kind": str(parsed.kind),
         "source_run_id": run_id,
-        "producer": f"loop:{agent}",
+        # A submitted run's item belongs to its producer (its key is unique
+        # only within that producer's keys, as the run id is); operators' runs
+        # are filed under the agent that ran them.
+        "producer": producer or f"loop:{agent}",
     }
     if result.converged:
         outcome = LoopRun.Outcome.AUTO_PASSED
@@ -220,7 +257,8 @@ def resubmit_stale_runs() -> int:
     stale = list(LoopRun.objects.filter(outcome=LoopRun.Outcome.RUNNING, updated_at__lt=cutoff)[:500])
     for run in stale:
         LoopRun.objects.filter(pk=run.pk).update(updated_at=timezone.now())
-        run_loop.delay(task=run.task, run_id=run.run_id, agent=run.agent, agent_options=run.agent_options)
+        extra = {"producer": run.producer} if run.producer else {}
+        run_loop.delay(task=run.task, run_id=run.run_id, agent=run.agent, agent_options=run.agent_options, **extra)
     if stale:
         log.warning("resubmitted stale loop runs", extra={"count": len(stale)})
     return len(stale)
@@ -239,4 +277,12 @@ def _earlier_outcome(item: ReviewItem) -> str:
 # here registers them with the worker, which autodiscovers this module only.
 from .ops_tasks import run_simulation, sample_depth
 
-__all__ = ["BrokerUnavailable", "resubmit_stale_runs", "run_loop", "run_simulation", "sample_depth", "submit_loop"]
+__all__ = [
+    "BrokerUnavailable",
+    "resubmit_stale_runs",
+    "run_loop",
+    "run_simulation",
+    "sample_depth",
+    "submit_loop",
+    "submit_run",
+]

@@ -12,6 +12,9 @@ urlpatterns = [
     path("review/", include("reviewqueue.views.review")),
     path("ops/", include("reviewqueue.views.ops")),
     path("api/", include("reviewqueue.views.api")),
+    # Before admin.site.urls, which would otherwise answer it: the admin's
+    # sign-in is rate-limited like the site's.
+    path("admin/login/", auth.admin_login, name="admin_login"),
     path("admin/", admin.site.urls),
     path("", include("reviewqueue.views.metrics")),
 ]

@@ -10,7 +10,7 @@ import hashlib
 import hmac
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -24,6 +24,7 @@ from ninja import Field, NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
+from pydantic import field_validator
 
 from .. import services, stats
 from ..models import ApiToken, CutoffReason, LoopRun, QueuePolicy, ReviewItem
@@ -44,17 +45,32 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+# Items from operators' loop runs are filed under these producer names.
+RESERVED_PRODUCER_PREFIX = "loop:"
+
+
 def issue_token(
-    *, name: str, can_read_metrics: bool = False, created_by: AbstractBaseUser | None = None
+    *, name: str, scopes: Collection[str], created_by: AbstractBaseUser | None = None
 ) -> tuple[ApiToken, str]:
-    """Create a token; the plain text is returned once and never stored."""
+    """Create a token with exactly ``scopes``; the plain text is returned once
+    and never stored. Raises ValueError for an unknown scope or a reserved or
+    empty name. Not idempotent: each call issues a new token."""
+    name = name.strip()
+    if not name or len(name) > 100 or not name.isprintable():
+        raise ValueError("a token's name is 1 to 100 printable characters")
+    if name.startswith(RESERVED_PRODUCER_PREFIX):
+        raise ValueError(f"names starting with {RESERVED_PRODUCER_PREFIX!r} are kept for built-in loop runs")
+    unknown = sorted(set(scopes) - set(ApiToken.Scope.values))
+    if unknown:
+        raise ValueError(f"unknown scope {', '.join(unknown)}; known: {', '.join(ApiToken.Scope.values)}")
     prefix = secrets.token_hex(TOKEN_PREFIX_LEN // 2)
     plain = f"rq_{prefix}_{secrets.token_urlsafe(32)}"
     token = ApiToken.objects.create(
         name=name,
         prefix=prefix,
         token_hash=hash_token(plain),
-        can_read_metrics=can_read_metrics,
+        # In the order the scopes are declared, whatever order they came in.
+        scopes=[scope for scope in ApiToken.Scope.values if scope in set(scopes)],
         created_by=created_by,
     )
     return token, plain
@@ -91,6 +107,38 @@ class TokenAuth(HttpBearer):
         return token_for(token)
 
 
+class MissingScope(Exception):
+    """This token lacks a scope the endpoint needs (403)."""
+
+    def __init__(self, *scopes: str) -> None:
+        super().__init__(" or ".join(scopes))
+        self.scopes = scopes
+
+
+def missing_scope_body(*scopes: str) -> dict[str, Any]:
+    """The 403 body, shared with /metrics: it names the scope to ask for."""
+    wanted = " or ".join(f"'{scope}'" for scope in scopes)
+    return {
+        "error": "forbidden",
+        "fields": {},
+        "detail": f"this token lacks the scope {wanted}; an operator grants scopes in the admin",
+        "missing_scope": scopes[0] if len(scopes) == 1 else " or ".join(scopes),
+    }
+
+
+def _token(request: HttpRequest, *scopes: str) -> ApiToken:
+    """The request's token, checked to hold one of ``scopes`` (any, when none is named)."""
+    token: ApiToken = request.auth  # type: ignore[attr-defined]
+    if scopes and not any(token.has_scope(scope) for scope in scopes):
+        raise MissingScope(*scopes)
+    return token
+
+
+def producer_of(token: ApiToken) -> str:
+    """The producer a token acts for: its name, as items and runs store it."""
+    return token.name[:100]
+
+
 api = NinjaAPI(
     title="reviewqueue API",
     version="1",
@@ -121,6 +169,11 @@ def on_invalid_input(request: HttpRequest, exc: services.InvalidInput) -> HttpRe
     return api.create_response(request, {"error": "invalid", "fields": {exc.field: exc.message}}, status=400)
 
 
+@api.exception_handler(MissingScope)
+def on_missing_scope(request: HttpRequest, exc: MissingScope) -> HttpResponse:
+    return api.create_response(request, missing_scope_body(*exc.scopes), status=403)
+
+
 @api.exception_handler(AuthenticationError)
 def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
     return api.create_response(
@@ -135,6 +188,7 @@ class Error(Schema):
     error: str
     fields: dict[str, str] = Field(default_factory=dict)
     detail: str = ""
+    missing_scope: str = Field("", description="on 403: the scope this token would need")
 
 
 class FailingCheckIn(Schema):
@@ -162,6 +216,17 @@ class OutputIn(Schema):
     checks_total: int | None = Field(None, ge=1, le=10_000)
     failing_checks: list[FailingCheckIn] = Field(default_factory=list, max_length=1000)
     reviewed_score: float | None = Field(None, ge=0, le=1, description="scored tasks: that attempt's estimated quality")
+
+    @field_validator(
+        "task_description", "final_output", "last_error", "task_id", "task_kind", "source_run_id", mode="before"
+    )
+    @classmethod
+    def _replace_invalid_text(cls, value: Any) -> Any:
+        """NUL and lone surrogates in text become U+FFFD before validation, as
+        admit() would store them: the length checks cannot read a lone
+        surrogate and would refuse it. The idempotency key is left as sent,
+        so one with such characters is refused (an identifier is not cleaned)."""
+        return services.clean_text(value)[0] if isinstance(value, str) else value
 
 
 class OutputOut(Schema):
@@ -195,14 +260,16 @@ class RunOut(Schema):
 
 @api.post(
     "/outputs",
-    response={200: OutputOut, 201: OutputOut, 400: Error, 401: Error, 413: Error},
-    summary="Push a cutoff output into the review queue",
+    response={200: OutputOut, 201: OutputOut, 400: Error, 401: Error, 403: Error, 413: Error},
+    summary="Push a cutoff output into the review queue (scope: outputs)",
 )
 def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any]]:
     """Admit one output under the watermark policy. 201 when enqueued; 200 for
-    shed, duplicate or filtered. ``backoff`` tells the producer to slow down."""
-    token: ApiToken = request.auth  # type: ignore[attr-defined]
-    result = services.admit(producer=token.name[:100], **payload.model_dump())
+    shed, duplicate or filtered. ``backoff`` tells the producer to slow down.
+    Idempotency keys are this producer's own: another producer's equal key
+    is another item."""
+    token = _token(request, ApiToken.Scope.OUTPUTS)
+    result = services.admit(producer=producer_of(token), **payload.model_dump())
     item = result.item
     queue_capacity = QueuePolicy.current().capacity
     body = {
@@ -221,23 +288,29 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
 
 @api.post(
     "/tasks",
-    response={200: RunOut, 201: RunOut, 400: Error, 401: Error, 413: Error, 503: Error},
-    summary="Submit a task for an agent loop to run",
+    response={200: RunOut, 201: RunOut, 400: Error, 401: Error, 403: Error, 413: Error, 503: Error},
+    summary="Submit a task for an agent loop to run (scope: tasks)",
 )
 def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]:
     """Record a loop run and hand it to a worker. Repeating a call with the same
-    run_id returns the existing run (200) and starts nothing."""
+    run_id returns the existing run (200) and starts nothing; of concurrent
+    calls with one run_id exactly one answers 201. Run ids are this
+    producer's own."""
     from loops.tasks import TaskError
 
-    from ..tasks import BrokerUnavailable, submit_loop
+    from ..tasks import BrokerUnavailable, submit_run
 
+    producer = producer_of(_token(request, ApiToken.Scope.TASKS))
     run_id = payload.run_id or f"api-{uuid.uuid4().hex}"
+    if not run_id.isprintable():
+        # An identifier is refused, not cleaned: replacing a NUL with U+FFFD
+        # would make two different run ids one (and PostgreSQL refuses NUL).
+        raise services.InvalidInput("run_id", "must be printable text (no control characters)")
     refusal = _unsandboxed_checks(payload.task)
     if refusal is not None:
         return refusal  # type: ignore[return-value]
-    existed = LoopRun.objects.filter(run_id=run_id).exists()
     try:
-        run = submit_loop(task=payload.task, run_id=run_id, agent=payload.agent)
+        run, created = submit_run(task=payload.task, run_id=run_id, agent=payload.agent, producer=producer)
     except (TaskError, TypeError, ValueError) as exc:
         raise services.InvalidInput("task", str(exc)) from None
     except BrokerUnavailable:
@@ -253,7 +326,7 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
         )
         response["Retry-After"] = "5"
         return response  # type: ignore[return-value]
-    return Status(200 if existed else 201, _run_body(run, created=not existed))
+    return Status(201 if created else 200, _run_body(run, created=created))
 
 
 def _unsandboxed_checks(task: Any) -> JsonResponse | None:
@@ -287,26 +360,41 @@ def _run_body(run: LoopRun, *, created: bool = False) -> dict[str, Any]:
     }
 
 
-@api.get("/tasks/{run_id}", response={200: RunOut, 401: Error, 404: Error}, summary="A submitted run's outcome")
+@api.get(
+    "/tasks/{run_id}",
+    response={200: RunOut, 401: Error, 403: Error, 404: Error},
+    summary="A submitted run's outcome (scope: tasks)",
+)
 def run_status(request: HttpRequest, run_id: str) -> Status[dict[str, Any]]:
-    run = LoopRun.objects.filter(run_id=run_id).first()
+    """Only the producer that submitted the run sees it; to any other the run
+    does not exist (404), so a guessed run id tells nothing."""
+    producer = producer_of(_token(request, ApiToken.Scope.TASKS))
+    # Run ids are printable (submit_task refuses others), and PostgreSQL
+    # refuses a NUL even in a lookup: such an id names no run.
+    run = LoopRun.objects.filter(producer=producer, run_id=run_id).first() if run_id.isprintable() else None
     if run is None:
-        return Status(404, {"error": "not_found", "detail": f"no run {run_id!r}"})
+        return Status(404, {"error": "not_found", "detail": f"no run {run_id!r} from this producer"})
     return Status(200, _run_body(run))
 
 
-@api.get("/stats", response={200: dict[str, Any], 401: Error}, summary="Queue statistics")
+@api.get("/stats", response={200: dict[str, Any], 401: Error}, summary="Queue statistics (any scope)")
 def queue_stats(request: HttpRequest) -> dict[str, Any]:
     """Depth, mode, rates over the last 15 minutes, ratio, oldest waiting item,
-    approve rate, shed counts: the dashboard's numbers as JSON."""
+    approve rate, shed counts: the dashboard's numbers as JSON. Every producer
+    may read them: they are what it needs to pace itself."""
     return stats.snapshot()
 
 
-@api.get("/items/{item_id}", response={200: dict[str, Any], 401: Error, 404: Error}, summary="An item's status")
+@api.get(
+    "/items/{item_id}",
+    response={200: dict[str, Any], 401: Error, 403: Error, 404: Error},
+    summary="An item's status (scope: outputs or tasks)",
+)
 def item_status(request: HttpRequest, item_id: int) -> Status[dict[str, Any]]:
-    """Status only (never the output) for items this token's producer pushed."""
-    token: ApiToken = request.auth  # type: ignore[attr-defined]
-    item = ReviewItem.objects.filter(pk=item_id, producer=token.name[:100]).first()
+    """Status only (never the output) for items this token's producer pushed
+    or its runs produced; any other item answers 404."""
+    token = _token(request, ApiToken.Scope.OUTPUTS, ApiToken.Scope.TASKS)
+    item = ReviewItem.objects.filter(pk=item_id, producer=producer_of(token)).first()
     if item is None:
         return Status(404, {"error": "not_found", "detail": f"no item {item_id} from this producer"})
     decision = getattr(getattr(item, "verdict", None), "decision", None)
@@ -323,9 +411,33 @@ def _too_large() -> JsonResponse:
     )
 
 
+def _chunked(request: HttpRequest) -> bool:
+    return "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+
+
+def _read_chunked(request: HttpRequest) -> HttpResponse | None:
+    """A chunked body declares no length, and Django reads no further than
+    Content-Length says (none: nothing). Read it from the server's de-chunked
+    stream, one byte past the limit at most: 413 if it is longer, else keep
+    it as the request's body."""
+    body = request.META["wsgi.input"].read(API_MAX_BODY_BYTES + 1)
+    if len(body) > API_MAX_BODY_BYTES:
+        return _too_large()
+    if not body:
+        # Servers that do not de-chunk (Django's development server) pass an
+        # empty stream on: say so instead of parsing nothing.
+        return JsonResponse(
+            {"error": "length_required", "detail": "this server cannot read a chunked body: send Content-Length"},
+            status=411,
+        )
+    request._body = body  # what HttpRequest.body returns from now on
+    return None
+
+
 def guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Token-auth views skip the login middleware; a body declared larger than
-    the limit is refused with a JSON 413 before anything reads it."""
+    """Token-auth views skip the login middleware; a body larger than the
+    limit is refused with a JSON 413 before it is parsed: at once when its
+    Content-Length says so, after one byte past the limit when it is chunked."""
 
     @functools.wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -336,6 +448,10 @@ def guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
                 return JsonResponse({"error": "invalid", "detail": "bad Content-Length"}, status=400)
             if declared > API_MAX_BODY_BYTES:
                 return _too_large()
+            if not declared and _chunked(request):
+                refused = _read_chunked(request)
+                if refused is not None:
+                    return refused
         return view(request, *args, **kwargs)
 
     return login_not_required(wrapped)
@@ -350,6 +466,11 @@ def _guarded(patterns: list[Any]) -> list[Any]:
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if exc.status_code == 400:
+        # A body that is not JSON: raw bytes that are not UTF-8, raw control
+        # characters inside strings, or no JSON at all.
+        body = {"error": "invalid", "fields": {"body": "must be JSON in UTF-8"}, "detail": str(exc)}
+        return api.create_response(request, body, status=400)
     return api.create_response(request, {"error": "http_error", "detail": str(exc)}, status=exc.status_code)
 
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.conf import settings
+from django.contrib import admin
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
-from django.db import connection
+from django.core.exceptions import ValidationError
+from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
@@ -22,15 +26,17 @@ log = logging.getLogger(__name__)
 def login_rate_limited(request: HttpRequest) -> bool:
     """Count this sign-in attempt against the client address's limit.
 
-    The counter lives in the cache (Redis at scale). When the cache is down,
-    sign-in stays open rather than locking every reviewer out: the limit is a
-    brake on guessing, and the password check still runs.
+    The counter lives in the shared cache (Redis at scale, the database on the
+    embedded defaults), so every process counts against one limit; the site's
+    sign-in and the admin's share it too. When the cache is down, sign-in
+    stays open rather than locking every reviewer out: the limit is a brake
+    on guessing, and the password check still runs.
     """
     try:
         return is_ratelimited(
             request, group="login", key="ip", rate=settings.LOGIN_RATE_LIMIT, method="POST", increment=True
         )
-    except (RedisError, OSError) as exc:
+    except (RedisError, OSError, DatabaseError) as exc:
         log.warning("login rate limit skipped: cache unavailable", extra={"error": str(exc)[:200]})
         return False
 
@@ -54,6 +60,29 @@ class LoginView(auth_views.LoginView):
 
 
 login_view = login_not_required(LoginView.as_view())
+
+TOO_MANY_ATTEMPTS = "Too many sign-in attempts from your address. Wait a minute and try again."
+
+
+class RateLimitedAdminAuthenticationForm(AdminAuthenticationForm):
+    """The admin's sign-in form, under the same limit as the site's: past it,
+    the attempt is refused before the password is checked."""
+
+    def clean(self) -> dict[str, Any]:
+        if self.request is not None and login_rate_limited(self.request):
+            self.request.login_rate_limited = True  # type: ignore[attr-defined]
+            raise ValidationError(TOO_MANY_ATTEMPTS, code="rate_limited")
+        return super().clean()
+
+
+@login_not_required
+def admin_login(request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    """The admin's login view (its form is RateLimitedAdminAuthenticationForm,
+    set in admin.py), answering 429 to a refused attempt as the site's does."""
+    response = admin.site.login(request, extra_context)
+    if getattr(request, "login_rate_limited", False):
+        response.status_code = 429
+    return response
 
 
 @require_GET

@@ -1,7 +1,7 @@
 """Prometheus metrics at /metrics, read from the database on each scrape.
 
 No in-process counters: with several web workers each would hold only its own
-share. Access: a bearer token with ``can_read_metrics``, or a signed-in
+share. Access: a bearer token with the ``metrics`` scope, or a signed-in
 operator (docs/API.md).
 """
 
@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterator
 
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -20,8 +20,8 @@ from prometheus_client.registry import Collector
 
 from .. import stats
 from ..access import is_operator
-from ..models import QueuePolicy, ReviewItem
-from .api import bearer_token
+from ..models import ApiToken, QueuePolicy, ReviewItem
+from .api import bearer_token, missing_scope_body
 
 
 class QueueCollector(Collector):
@@ -91,8 +91,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
         token = bearer_token(request)
         if token is None:
             return HttpResponse("invalid or revoked token\n", status=401, content_type="text/plain")
-        if not token.can_read_metrics:
-            return HttpResponse("this token may not read metrics\n", status=403, content_type="text/plain")
+        if not token.has_scope(ApiToken.Scope.METRICS):
+            return JsonResponse(missing_scope_body(ApiToken.Scope.METRICS), status=403)
     elif not request.user.is_authenticated:
         response = HttpResponse("a bearer token or an operator session is required\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'

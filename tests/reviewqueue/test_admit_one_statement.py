@@ -108,6 +108,18 @@ def test_a_duplicate_key_changes_nothing_and_answers_with_the_first_item(paths: 
     assert QueuePolicy.current().depth == 2 and kept_equals_counted()
 
 
+def test_another_producers_equal_key_is_admitted_in_one_statement(paths: list[str]) -> None:
+    services.admit(**output("warm"))
+    mine = services.admit(**output("same", producer="a"))
+    theirs = services.admit(**output("same", producer="b"))
+    again = services.admit(**output("same", producer="b"))
+    # keys are unique per producer: b's key is new, only b's repeat is a duplicate
+    assert paths[1:] == ["one statement", "one statement", "general"]
+    assert (mine.outcome, theirs.outcome, again.outcome) == ("enqueued", "enqueued", "duplicate")
+    assert again.item.pk == theirs.item.pk != mine.item.pk
+    assert QueuePolicy.current().depth == 3 and kept_equals_counted()
+
+
 def test_crossing_a_watermark_is_decided_and_logged_by_the_general_path(paths: list[str]) -> None:
     services.policy_update(user=None, changes={"capacity": 10, "high_watermark": 0.5, "low_watermark": 0.2})
     results = [services.admit(**output(f"w{i}")) for i in range(11)]

@@ -17,7 +17,7 @@ URL = "/api/outputs"
 
 @pytest.fixture
 def token(db: None) -> str:
-    _, plain = issue_token(name="producer-a")
+    _, plain = issue_token(name="producer-a", scopes=["outputs"])
     return plain
 
 

@@ -36,7 +36,7 @@ def api_schema(db: None) -> Iterator[Any]:
 
 @pytest.fixture
 def bearer(db: None) -> Iterator[str]:
-    _, plain = issue_token(name="fuzzer")
+    _, plain = issue_token(name="fuzzer", scopes=["outputs", "tasks"])
     with mock.patch("reviewqueue.tasks.run_loop.delay"):
         yield plain
 

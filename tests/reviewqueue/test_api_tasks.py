@@ -21,7 +21,7 @@ TASK = {
 
 @pytest.fixture
 def auth(db: None) -> dict[str, str]:
-    _, plain = issue_token(name="producer-b")
+    _, plain = issue_token(name="producer-b", scopes=["tasks"])
     return {"Authorization": f"Bearer {plain}"}
 
 

@@ -224,7 +224,7 @@ def test_it_names_a_bad_idempotency_key(db: None, key: Any) -> None:
 
 @pytest.fixture
 def api(db: None, small_limit: None) -> tuple[Client, str]:
-    _, token = issue_token(name="fuzz")
+    _, token = issue_token(name="fuzz", scopes=["outputs"])
     return Client(), token
 
 

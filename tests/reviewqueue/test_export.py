@@ -135,7 +135,7 @@ def test_it_creates_a_token_from_the_command_line(db: None) -> None:
     plain = out.getvalue().strip()
     token = ApiToken.objects.get(name="ci-producer")
     assert token.token_hash == hash_token(plain)
-    assert token.can_read_metrics is True
+    assert token.scopes == ["outputs", "metrics"]
 
 
 def test_it_exports_the_reviewed_attempt_its_grade_and_the_regression_reason(

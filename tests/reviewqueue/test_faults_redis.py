@@ -168,13 +168,13 @@ def test_it_answers_503_and_sends_the_run_when_the_api_client_repeats_it(
 ) -> None:
     from reviewqueue.views.api import issue_token
 
-    _, token = issue_token(name="producer")
+    _, token = issue_token(name="producer", scopes=["tasks"])
     client = Client(headers={"authorization": f"Bearer {token}"})
     body = {"run_id": "api-outage-1", "task": SUITE["is_even"].to_dict()}
     with private_redis(tmp_path) as redis, publishing_to(redis.url):
         redis.stop()
         refused = client.post("/api/tasks", body, content_type="application/json")
-        assert LoopRun.objects.get(run_id="api-outage-1").error.startswith(PUBLISH_FAILED)
+        assert LoopRun.objects.get(producer="producer", run_id="api-outage-1").error.startswith(PUBLISH_FAILED)
         redis.start()
         accepted = client.post("/api/tasks", body, content_type="application/json")
         queued = redis_queue_length(redis.url)
@@ -183,7 +183,7 @@ def test_it_answers_503_and_sends_the_run_when_the_api_client_repeats_it(
     assert "api-outage-1" in refused.json()["detail"]
     assert accepted.status_code == 200
     assert queued == 1, "the repeated request sent the run"
-    assert LoopRun.objects.get(run_id="api-outage-1").error == ""
+    assert LoopRun.objects.get(producer="producer", run_id="api-outage-1").error == ""
 
 
 def redis_queue_length(url: str) -> int:

@@ -21,7 +21,7 @@ def _samples(body: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 @pytest.fixture
 def metrics_token(db: None) -> str:
-    return issue_token(name="prometheus", can_read_metrics=True)[1]
+    return issue_token(name="prometheus", scopes=["metrics"])[1]
 
 
 def test_it_serves_queue_metrics_to_a_metrics_token(client: Any, metrics_token: str, admit_item: Any) -> None:
@@ -60,7 +60,7 @@ def test_it_refuses_anonymous_scrapes(client: Any, db: None) -> None:
 
 
 def test_it_refuses_a_producer_token_without_the_metrics_right(client: Any, db: None) -> None:
-    plain = issue_token(name="producer")[1]
+    plain = issue_token(name="producer", scopes=["outputs", "tasks"])[1]
     assert client.get("/metrics", headers={"Authorization": f"Bearer {plain}"}).status_code == 403
 
 

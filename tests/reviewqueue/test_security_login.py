@@ -15,7 +15,7 @@ BYSTANDER = "198.51.100.9"
 
 
 @pytest.fixture(autouse=True)
-def small_limit(settings: Any) -> Iterator[None]:
+def small_limit(settings: Any, db: None) -> Iterator[None]:  # the counters live in the database cache
     settings.LOGIN_RATE_LIMIT = f"{LIMIT}/m"
     settings.RATELIMIT_ENABLE = True
     cache.clear()  # counters live in the cache; start every test from zero
@@ -63,3 +63,28 @@ def test_it_shows_the_sign_in_form_to_a_limited_address(client: Client, reviewer
     for _ in range(LIMIT + 1):
         _sign_in(client, "wrong", ATTACKER)
     assert client.get("/login/", REMOTE_ADDR=ATTACKER).status_code == 200
+
+
+def _admin_sign_in(client: Client, password: str, address: str) -> Any:
+    return client.post("/admin/login/?next=/admin/", {"username": "root", "password": password}, REMOTE_ADDR=address)
+
+
+@pytest.fixture
+def superuser(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_superuser("root", "root@example.com", "pw-for-tests-1")
+
+
+def test_the_admin_sign_in_is_limited_too(client: Client, superuser: Any) -> None:
+    for _ in range(LIMIT):
+        assert _admin_sign_in(client, "wrong", ATTACKER).status_code == 200
+    refused = _admin_sign_in(client, "pw-for-tests-1", ATTACKER)
+    assert refused.status_code == 429
+    assert b"Too many sign-in attempts" in refused.content
+    assert "_auth_user_id" not in client.session
+    assert _admin_sign_in(Client(), "pw-for-tests-1", BYSTANDER).status_code == 302
+
+
+def test_the_site_and_the_admin_share_one_count(client: Client, reviewer: Any, superuser: Any) -> None:
+    for _ in range(LIMIT):
+        _sign_in(client, "wrong", ATTACKER)
+    assert _admin_sign_in(client, "pw-for-tests-1", ATTACKER).status_code == 429

@@ -25,7 +25,7 @@ def _stored_text(token: ApiToken) -> str:
 
 
 def test_it_stores_no_part_of_the_secret(db: None) -> None:
-    token, plain = issue_token(name="ci", can_read_metrics=True)
+    token, plain = issue_token(name="ci", scopes=["outputs", "metrics"])
     secret = plain.split("_", 2)[2]
     stored = _stored_text(token)
     assert plain not in stored
@@ -57,14 +57,14 @@ def test_each_call_issues_a_different_token(db: None) -> None:
 
 @pytest.mark.parametrize("url", ["/api/stats", "/metrics"])
 def test_a_revoked_token_is_refused_at_once(client: Client, db: None, url: str) -> None:
-    token, plain = issue_token(name="ci", can_read_metrics=True)
+    token, plain = issue_token(name="ci", scopes=["outputs", "metrics"])
     assert client.get(url, **_auth(plain)).status_code == 200
     ApiToken.objects.filter(pk=token.pk).update(revoked_at=token.created_at)
     assert client.get(url, **_auth(plain)).status_code == 401
 
 
 def test_an_admin_revokes_a_token_with_the_admin_action(client: Client, db: None) -> None:
-    token, plain = issue_token(name="ci")
+    token, plain = issue_token(name="ci", scopes=["outputs"])
     admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-1")
     client.force_login(admin)
     response = client.post("/admin/reviewqueue/apitoken/", {"action": "revoke", "_selected_action": [str(token.pk)]})
@@ -76,7 +76,7 @@ def test_an_admin_revokes_a_token_with_the_admin_action(client: Client, db: None
 
 
 def test_the_admin_never_shows_a_token_it_does_not_have(client: Client, db: None) -> None:
-    token, plain = issue_token(name="ci")
+    token, plain = issue_token(name="ci", scopes=["outputs"])
     admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-1")
     client.force_login(admin)
     page = client.get(f"/admin/reviewqueue/apitoken/{token.pk}/change/").content.decode()
@@ -88,14 +88,14 @@ def test_the_admin_never_shows_a_token_it_does_not_have(client: Client, db: None
     ["Bearer", "Bearer ", "Basic cnE6eA==", "Bearer rq_", "Bearer rq_00000000_", "Bearer rq_zz_zz", "bearer \x00"],
 )
 def test_it_answers_401_to_malformed_credentials(client: Client, db: None, header: str) -> None:
-    issue_token(name="ci")
+    issue_token(name="ci", scopes=["outputs"])
     response = client.get("/api/stats", HTTP_AUTHORIZATION=header)
     assert response.status_code == 401
 
 
 def test_a_producer_token_reads_only_its_own_items(client: Client, admit_item: Any) -> None:
-    _, mine = issue_token(name="mine")
-    _, other = issue_token(name="other")
+    _, mine = issue_token(name="mine", scopes=["outputs"])
+    _, other = issue_token(name="other", scopes=["outputs"])
     item = admit_item(producer="mine").item
     assert client.get(f"/api/items/{item.pk}", **_auth(mine)).status_code == 200
     assert client.get(f"/api/items/{item.pk}", **_auth(other)).status_code == 404

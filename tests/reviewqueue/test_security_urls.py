@@ -21,6 +21,7 @@ from reviewqueue.models import FilterRule, LoopRun, SimulationRun
 # name -> why it answers without a session or token
 PUBLIC = {
     "login": "the sign-in form itself",
+    "admin_login": "the admin's sign-in form (Django's own, rate-limited like the site's)",
     "health": "load-balancer liveness; says only that the database answers",
     "api:openapi-json": "the API contract; describes endpoints, holds no data",
 }

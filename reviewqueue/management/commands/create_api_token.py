@@ -5,20 +5,45 @@ from __future__ import annotations
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from reviewqueue.models import ApiToken
 from reviewqueue.views.api import issue_token
+
+# Least privilege: a token that only pushes outputs unless more is asked for.
+DEFAULT_SCOPES = (ApiToken.Scope.OUTPUTS,)
 
 
 class Command(BaseCommand):
-    help = "Create an API token for a producer (revoke it in the admin). The token is shown only once."
+    help = (
+        "Create an API token for a producer (change its scopes or revoke it in the admin). "
+        "The token is shown only once."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("name", help="the producer's name; items it pushes carry it")
-        parser.add_argument("--metrics", action="store_true", help="also allow reading /metrics")
+        parser.add_argument("name", help="the producer's name; items it pushes and runs it submits carry it")
+        parser.add_argument(
+            "--scopes",
+            help=f"comma-separated, from {', '.join(ApiToken.Scope.values)} (default: {','.join(DEFAULT_SCOPES)})",
+        )
+        parser.add_argument("--metrics", action="store_true", help="also allow reading /metrics (adds the scope)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        token, plain = issue_token(name=options["name"][:100], can_read_metrics=options["metrics"])
-        self.stderr.write(f"token {token.prefix}… for {token.name!r} created; store it now, it is not kept:")
+        if options["scopes"] is None:
+            scopes = list(DEFAULT_SCOPES)
+        else:
+            scopes = [part.strip() for part in options["scopes"].split(",") if part.strip()]
+        if options["metrics"]:
+            scopes.append(ApiToken.Scope.METRICS)
+        if not scopes:
+            raise CommandError(f"give at least one scope: {', '.join(ApiToken.Scope.values)}")
+        try:
+            token, plain = issue_token(name=options["name"], scopes=scopes)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stderr.write(
+            f"token {token.prefix}… for {token.name!r} with scopes {', '.join(token.scopes)} created; "
+            "store it now, it is not kept:"
+        )
         # The token alone on stdout, so `TOKEN=$(manage.py create_api_token x)` works.
         self.stdout.write(plain)
