@@ -43,7 +43,7 @@ TASK = {
 
 @pytest.fixture
 def auth(db: None) -> dict[str, str]:
-    _, plain = issue_token(name="producer-x")
+    _, plain = issue_token(name="producer-x", scopes=["tasks"])
     return {"Authorization": f"Bearer {plain}"}
 
 
@@ -113,7 +113,7 @@ def broker_url(tmp_path: Path) -> Iterator[str]:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_hostile_check_on_a_real_worker_reads_no_secret(broker_url: str, tmp_path: Path) -> None:
-    _, plain = issue_token(name="producer-x")
+    _, plain = issue_token(name="producer-x", scopes=["tasks"])
     workers = Workers(broker_url, tmp_path, SECRET_KEY=SECRET)
     try:
         workers.start(concurrency=1)
