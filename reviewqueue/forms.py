@@ -17,7 +17,19 @@ from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
 # Simulated minutes (replications x duration) above which a what-if runs in
 # the background with a progress bar instead of inside the request.
 INLINE_SIMULATION_MINUTES = 20_000
+INLINE_SIMULATION_EVENTS = 500_000
 MAX_REPLICATIONS = 500
+# The largest run allowed, in simulated work: replications x minutes x
+# (arrivals + decisions per minute + a per-minute floor). At about 8 us per
+# unit (the poisson model, the slower one) this is under three minutes on one
+# core, well within the worker's time limit, and keeps the stored series small.
+MAX_SIMULATION_EVENTS = 20_000_000
+EVENTS_FLOOR_PER_MIN = 10
+
+
+def simulation_events(replications: int, duration_min: int, production: float, review: float) -> float:
+    """The simulated work a run costs, the unit MAX_SIMULATION_EVENTS is in."""
+    return replications * duration_min * (production + review + EVENTS_FLOOR_PER_MIN)
 
 
 class PolicyForm(forms.ModelForm):
@@ -93,6 +105,21 @@ class WhatIfForm(forms.Form):
         except ValueError as exc:
             field, _, message = str(exc).partition(": ")
             self.add_error(field if field in self.fields else None, message or str(exc))
+            return data
+        events = self.simulated_events()
+        if events > MAX_SIMULATION_EVENTS:
+            per_rep = events / data["replications"]
+            fits = int(MAX_SIMULATION_EVENTS // per_rep)
+            advice = (
+                f"Use at most {fits} replications at this duration, or a shorter duration."
+                if fits >= 1
+                else "Use a shorter duration."
+            )
+            self.add_error(
+                "replications",
+                f"This run is too large to finish in time: {data['replications']} replications of "
+                f"{data['duration_min']} minutes at these rates. {advice}",
+            )
         return data
 
     def params(self) -> dict[str, Any]:
@@ -107,6 +134,19 @@ class WhatIfForm(forms.Form):
 
     def simulated_minutes(self) -> int:
         return int(self.cleaned_data["replications"]) * int(self.cleaned_data["duration_min"])
+
+    def simulated_events(self) -> float:
+        data = self.cleaned_data
+        return simulation_events(
+            data["replications"], data["duration_min"], data["production_per_min"], data["review_per_min"]
+        )
+
+    def runs_inline(self) -> bool:
+        """Small runs finish within the request; larger ones go to a worker with a progress bar."""
+        return (
+            self.simulated_minutes() <= INLINE_SIMULATION_MINUTES
+            and self.simulated_events() <= INLINE_SIMULATION_EVENTS
+        )
 
 
 def scenario_initial(scenario: Any, **extra: Any) -> dict[str, Any]:

@@ -77,15 +77,16 @@ class Chart:
     x_domain: tuple[float, float] | None = None
 
 
-def _nice_max(value: float) -> float:
-    """A round axis top at or above ``value`` (1, 2, 5 x 10^k)."""
+def y_axis(value: float, max_ticks: int = 5) -> tuple[float, float]:
+    """(top, step) of a y axis reaching ``value``: a round step (1, 2, 2.5, 5
+    x 10^k) and the first multiple of it at or above the value, so a queue of
+    capacity 50 gets an axis to 50, not to 100."""
     if value <= 0:
-        return 1.0
-    exp = 10 ** math.floor(math.log10(value))
-    for m in (1, 2, 5, 10):
-        if m * exp >= value:
-            return float(m * exp)
-    return float(10 * exp)
+        return 1.0, 0.25
+    raw = value / max_ticks
+    exp = 10 ** math.floor(math.log10(raw))
+    step = next(m * exp for m in (1, 2, 2.5, 5, 10) if m * exp >= raw * (1 - 1e-9))
+    return round(math.ceil(value / step - 1e-9) * step, 10), step
 
 
 def build_chart(chart: Chart, *, x_tick_format: Any = None) -> Chart:
@@ -98,7 +99,7 @@ def build_chart(chart: Chart, *, x_tick_format: Any = None) -> Chart:
     x0, x1 = chart.x_domain or (min(xs), max(xs))
     if x1 == x0:
         x1 = x0 + 1
-    y_top = _nice_max(max(ys) * 1.05 if ys else 1)
+    y_top, y_step = y_axis(max(ys) if ys else 1)
     plot_w = chart.width - chart.pad_left - chart.pad_right
     plot_h = chart.height - chart.pad_top - chart.pad_bottom
 
@@ -121,7 +122,8 @@ def build_chart(chart: Chart, *, x_tick_format: Any = None) -> Chart:
             line.last = (px(line.xs[-1]), py(line.ys[-1]))
     for mark in chart.hlines:
         mark.py = py(mark.y)
-    chart.y_ticks = [(py(y_top * i / 4), f"{y_top * i / 4:g}") for i in range(5)]
+    n_ticks = round(y_top / y_step)
+    chart.y_ticks = [(py(y_step * i), f"{y_step * i:g}") for i in range(n_ticks + 1)]
     fmt = x_tick_format or (lambda v: f"{v:g}")
     chart.x_ticks = [(px(x0 + (x1 - x0) * i / 4), fmt(x0 + (x1 - x0) * i / 4)) for i in range(5)]
     return chart
@@ -328,7 +330,7 @@ def live_initial(window_key: str) -> tuple[dict[str, Any], stats.Rates]:
 @operator_required
 def whatif(request: HttpRequest) -> HttpResponse:
     """The scenario form; ?preset=X or ?window=1h&live=1 only prefill it."""
-    from simulation import PRESETS
+    from simulation import PRESET_DESCRIPTIONS, PRESETS
 
     live_form = LiveWindowForm(request.GET if "live" in request.GET else None)
     live_flow: stats.Rates | None = None
@@ -348,6 +350,7 @@ def whatif(request: HttpRequest) -> HttpResponse:
             "live_flow": live_flow,
             "live_ratio": fmt_ratio(live_flow.ratio) if live_flow else None,
             "presets": sorted(PRESETS),
+            "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
             "preset": None if live_flow else preset,
             "runs": runs,
             "done_runs": [r for r in runs if r.status == SimulationRun.Status.DONE],
@@ -362,7 +365,7 @@ def whatif_run(request: HttpRequest) -> HttpResponse:
     """Start a simulation: small ones run in the request, larger ones in a Celery task."""
     form = WhatIfForm(request.POST)
     if not form.is_valid():
-        from simulation import PRESETS
+        from simulation import PRESET_DESCRIPTIONS, PRESETS
 
         return render(
             request,
@@ -371,6 +374,7 @@ def whatif_run(request: HttpRequest) -> HttpResponse:
                 "form": form,
                 "live_form": LiveWindowForm(),
                 "presets": sorted(PRESETS),
+                "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
                 "runs": SimulationRun.objects.order_by("-created_at", "-pk")[:20],
                 "inline_minutes": INLINE_SIMULATION_MINUTES,
             },
@@ -382,16 +386,31 @@ def whatif_run(request: HttpRequest) -> HttpResponse:
         params=form.params(),
         progress_total=form.cleaned_data["replications"],
     )
-    if form.simulated_minutes() <= INLINE_SIMULATION_MINUTES:
+    if form.runs_inline():
         execute_simulation(run.pk)
     else:
         transaction.on_commit(lambda: run_simulation.delay(run.pk))
     return redirect("ops:whatif_result", run_id=run.pk)
 
 
+def preset_of(scenario: dict[str, Any]) -> str | None:
+    """The preset a stored scenario is, if it is one unchanged."""
+    from simulation import PRESETS
+
+    return next((name for name, preset in PRESETS.items() if preset.to_dict() == scenario), None)
+
+
 def result_context(run: SimulationRun) -> dict[str, Any]:
     """What a finished (or running) simulation shows: numbers, chart, ratio rule."""
-    ctx: dict[str, Any] = {"run": run, "scenario": run.params.get("scenario", {})}
+    from simulation import PRESET_DESCRIPTIONS
+
+    scenario = run.params.get("scenario", {})
+    preset = preset_of(scenario)
+    ctx: dict[str, Any] = {
+        "run": run,
+        "scenario": scenario,
+        "preset_description": f"Preset {preset}. {PRESET_DESCRIPTIONS[preset]}" if preset else "",
+    }
     if run.status != SimulationRun.Status.DONE or not run.result:
         return ctx
     r = run.result
