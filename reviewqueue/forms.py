@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from .models import QueuePolicy, ReviewItem, Verdict
@@ -21,9 +22,9 @@ INLINE_SIMULATION_EVENTS = 500_000
 MAX_REPLICATIONS = 500
 # The largest run allowed, in simulated work: replications x minutes x
 # (arrivals + decisions per minute + a per-minute floor). At about 8 us per
-# unit (the poisson model, the slower one) this is under three minutes on one
+# unit (the poisson model, the slower one) this is about two minutes on one
 # core, well within the worker's time limit, and keeps the stored series small.
-MAX_SIMULATION_EVENTS = 20_000_000
+MAX_SIMULATION_EVENTS = 10_000_000
 EVENTS_FLOOR_PER_MIN = 10
 
 
@@ -33,15 +34,17 @@ def simulation_events(replications: int, duration_min: int, production: float, r
 
 
 class PolicyForm(forms.ModelForm):
-    """The editable policy fields; the model's clean() supplies the cross-field
-    rules (low < high <= 1, min <= start <= max, ...) with per-field messages."""
+    """The editable policy fields. Its own checks say each rule in plain words,
+    in the same terms as the field's help text; the model's clean() enforces
+    the same rules again for every other writer (the admin, the API)."""
 
     class Meta:
         model = QueuePolicy
         fields = QueuePolicy.EDITABLE_FIELDS
         labels: ClassVar[dict[str, str]] = {
-            "high_watermark": "High watermark (fraction of capacity)",
-            "low_watermark": "Low watermark (fraction of capacity)",
+            "capacity": "Capacity (items)",
+            "high_watermark": "High watermark (share of capacity)",
+            "low_watermark": "Low watermark (share of capacity)",
             "step_limit": "Step limit now",
             "min_step_limit": "Tuner: lowest step limit",
             "max_step_limit": "Tuner: highest step limit",
@@ -52,6 +55,105 @@ class PolicyForm(forms.ModelForm):
             "lease_seconds": "Lease length (seconds)",
             "sampling_rate": "Grey-task sampling rate",
         }
+        help_texts: ClassVar[dict[str, str]] = {
+            "capacity": "How many items may wait at once, 1 or more. At capacity the lowest-priority item is shed.",
+            "high_watermark": "More than 0 and at most 1: 0.8 means 80 % of capacity. Above it, new loops run in "
+            "draft mode.",
+            "low_watermark": "0 or more and below the high watermark: 0.3 means 30 % of capacity. Below it, normal "
+            "flow resumes.",
+            "step_limit": "Attempts a new loop may make now, from the lowest to the highest step limit.",
+            "min_step_limit": "1 or more, and not above the highest step limit.",
+            "max_step_limit": "Not below the lowest step limit.",
+            "tuner_window": "How many recent verdicts the tuner weighs, 1 or more.",
+            "approve_low": "From 0 to 1 and below the upper rate: 0.4 means 40 %. Below it, the tuner lowers the "
+            "step limit.",
+            "approve_high": "Above the lower rate and at most 1: 0.8 means 80 %. Above it, the tuner raises the "
+            "step limit.",
+            "label_threshold": "A rejection label counted more often than this proposes a filter rule.",
+            "lease_seconds": "How long a reviewer holds an item, 10 seconds or more.",
+            "sampling_rate": "From 0 to 1: 0.1 means 10 % of grey-zone auto-passes go to review.",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            label = str(field.label).lower()
+            field.error_messages["required"] = f"Enter the {label}."
+            field.error_messages["invalid"] = f"Enter a number for the {label}."
+            if isinstance(field, forms.IntegerField):
+                field.error_messages["invalid"] = f"Enter a whole number for the {label}."
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        for name, message in self.rule_errors(data).items():
+            if name not in self.errors:
+                self.add_error(name, message)
+        return data
+
+    @staticmethod
+    def rule_errors(data: dict[str, Any]) -> dict[str, str]:
+        """The policy's rules (the model's clean() and policy.py enforce the
+        same ones) as the sentences an operator reads, by field."""
+        errors: dict[str, str] = {}
+
+        def has(*names: str) -> bool:
+            return all(data.get(name) is not None for name in names)
+
+        if has("capacity") and data["capacity"] < 1:
+            errors["capacity"] = "Capacity must be at least 1 item."
+        if has("high_watermark") and not 0 < data["high_watermark"] <= 1:
+            errors["high_watermark"] = (
+                "The high watermark is a share of capacity: more than 0 and at most 1 (0.8 means 80 %)."
+            )
+        if has("low_watermark") and data["low_watermark"] < 0:
+            errors["low_watermark"] = "The low watermark cannot be below 0."
+        elif (
+            has("low_watermark", "high_watermark")
+            and "high_watermark" not in errors
+            and data["low_watermark"] >= data["high_watermark"]
+        ):
+            errors["low_watermark"] = (
+                f"The low watermark must be below the high watermark ({data['high_watermark']:g})."
+            )
+        if has("min_step_limit") and data["min_step_limit"] < 1:
+            errors["min_step_limit"] = "The lowest step limit must be at least 1."
+        elif has("min_step_limit", "max_step_limit") and data["min_step_limit"] > data["max_step_limit"]:
+            errors["max_step_limit"] = f"The highest step limit cannot be below the lowest ({data['min_step_limit']})."
+        if (
+            has("step_limit", "min_step_limit", "max_step_limit")
+            and "max_step_limit" not in errors
+            and not data["min_step_limit"] <= data["step_limit"] <= data["max_step_limit"]
+        ):
+            errors["step_limit"] = (
+                f"The step limit must be from the lowest ({data['min_step_limit']}) "
+                f"to the highest ({data['max_step_limit']}) step limit."
+            )
+        if has("tuner_window") and data["tuner_window"] < 1:
+            errors["tuner_window"] = "The tuner window must hold at least 1 verdict."
+        if has("approve_low") and not 0 <= data["approve_low"] <= 1:
+            errors["approve_low"] = "The lower approve rate is a share: from 0 to 1 (0.4 means 40 %)."
+        if has("approve_high") and not 0 <= data["approve_high"] <= 1:
+            errors["approve_high"] = "The upper approve rate is a share: from 0 to 1 (0.8 means 80 %)."
+        elif (
+            has("approve_low", "approve_high")
+            and "approve_low" not in errors
+            and data["approve_low"] >= data["approve_high"]
+        ):
+            errors["approve_low"] = f"The lower approve rate must be below the upper rate ({data['approve_high']:g})."
+        if has("lease_seconds") and data["lease_seconds"] < 10:
+            errors["lease_seconds"] = "The lease must last at least 10 seconds."
+        if has("sampling_rate") and not 0 <= data["sampling_rate"] <= 1:
+            errors["sampling_rate"] = "The sampling rate is a share: from 0 to 1 (0.1 means 10 %)."
+        return errors
+
+    def _update_errors(self, errors: ValidationError) -> None:
+        # The model's clean() states the same rules in its own terms, and a
+        # broken rule there often follows from one this form already explained
+        # (a step limit outside bounds that are themselves upside down): once
+        # the form has said what is wrong, the model's wording is left out.
+        if self.errors:
+            return
+        super()._update_errors(errors)
 
     def changes(self) -> dict[str, Any]:
         """Only the fields whose values differ, ready for services.policy_update."""

@@ -88,7 +88,7 @@ def test_it_refuses_a_run_too_large_to_finish_in_plain_words(client: Any, operat
     assert not SimulationRun.objects.exists()
     message = response.context["form"].errors["replications"][0]
     assert "too large to finish in time" in message
-    assert "Use at most 11 replications" in message
+    assert "Use at most 5 replications" in message
 
 
 def test_it_accepts_the_largest_run_allowed(client: Any, operator: Any) -> None:
