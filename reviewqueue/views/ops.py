@@ -491,6 +491,16 @@ def export_download(request: HttpRequest) -> HttpResponse:
     return response
 
 
+# --- API reference ----------------------------------------------------------------------
+
+
+@require_GET
+@operator_required
+def api_docs(request: HttpRequest) -> HttpResponse:
+    """The interactive API reference (vendored Swagger UI over /api/openapi.json)."""
+    return render(request, "ops/api_docs.html")
+
+
 app_name = "ops"
 urlpatterns = [
     path("", dashboard, name="dashboard"),
