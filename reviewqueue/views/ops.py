@@ -31,6 +31,7 @@ from ..forms import (
 )
 from ..models import CircuitBreakerEntry, FilterRule, PolicyAudit, QueuePolicy, SimulationRun
 from ..ops_tasks import execute_simulation, run_simulation
+from ..policy import FILTER_GATES
 
 POLL_SECONDS = 5
 
@@ -239,8 +240,11 @@ def dashboard_context() -> dict[str, Any]:
 
 
 def rules_context() -> dict[str, Any]:
+    counts = stats.label_counts()
     return {
-        "label_counts": stats.label_counts(),
+        "label_counts": counts,
+        # Counted labels that no cheap mechanical gate can catch: said, not silently skipped.
+        "labels_without_gate": [label for label in counts if label not in FILTER_GATES],
         "rules": FilterRule.objects.select_related("decided_by").order_by("status", "-proposed_at"),
     }
 
@@ -258,14 +262,27 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 RULE_ACTIONS = {"enable": FilterRule.Status.ENABLED, "dismiss": FilterRule.Status.DISMISSED}
 
 
+@require_GET
+@operator_required
+def rule_preview(request: HttpRequest, rule_id: int) -> HttpResponse:
+    """Before a rule is enabled: what its gate would have filtered from the newest items."""
+    rule = get_object_or_404(FilterRule, pk=rule_id)
+    preview = stats.gate_preview(rule.gate) if rule.status != FilterRule.Status.ENABLED else None
+    return render(request, "ops/rule_preview.html", {"rule": rule, "preview": preview})
+
+
 @require_POST
 @operator_required
 def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse:
-    """Enable or dismiss a proposed filter rule (or change one's mind later)."""
+    """Enable or dismiss a proposed filter rule (or change one's mind later).
+    Enabling needs the confirmation sent from the preview page: a gate drops
+    output before any human sees it, so nobody turns one on unseen."""
     status = RULE_ACTIONS.get(action)
     if status is None:
         return HttpResponse("unknown action", status=400)
     rule = get_object_or_404(FilterRule, pk=rule_id)
+    if status == FilterRule.Status.ENABLED and request.POST.get("confirm") != "1":
+        return redirect("ops:rule_preview", rule_id=rule.pk)
     FilterRule.objects.filter(pk=rule.pk).update(status=status, decided_by=request.user, decided_at=timezone.now())
     if request.htmx:
         return render(request, "ops/dashboard.html#rules", rules_context())
@@ -504,6 +521,7 @@ def api_docs(request: HttpRequest) -> HttpResponse:
 app_name = "ops"
 urlpatterns = [
     path("", dashboard, name="dashboard"),
+    path("rules/<int:rule_id>/preview/", rule_preview, name="rule_preview"),
     path("rules/<int:rule_id>/<str:action>/", rule_decide, name="rule_decide"),
     path("policy/", policy_settings, name="policy"),
     path("whatif/", whatif, name="whatif"),

@@ -119,7 +119,9 @@ def test_it_enables_a_proposed_filter_rule(client: Any, operator: Any) -> None:
     rule = FilterRule.objects.create(label="format_issue", gate="parses", description="output parses")
     client.force_login(operator)
     response = client.post(
-        reverse("ops:rule_decide", args=[rule.pk, "enable"]), headers={"HX-Request": "true", "HX-Target": "rules"}
+        reverse("ops:rule_decide", args=[rule.pk, "enable"]),
+        {"confirm": "1"},
+        headers={"HX-Request": "true", "HX-Target": "rules"},
     )
     assert response.status_code == 200
     rule.refresh_from_db()
