@@ -205,6 +205,22 @@ def step_limit_chart(queue: QueuePolicy, now: datetime) -> Chart:
     return build_chart(chart, x_tick_format=lambda v: f"{v:.0f}")
 
 
+MODE_NEWS = {
+    "normal": "Mode: normal. Depth is back below the low watermark; loops run their full fix loop.",
+    "draft": "Mode: draft. Depth is above the high watermark; new loops run once and tag their output draft.",
+    "shedding": "Mode: shedding. The queue is at capacity; each arrival sheds the lowest-priority item.",
+}
+
+
+def announcement(queue: QueuePolicy, ratio_warning: bool) -> str:
+    """What the screen-reader live region says: only the state an operator
+    must hear about. The page announces it when it differs from the last one."""
+    news = MODE_NEWS.get(queue.mode, f"Mode: {queue.mode}.")
+    if ratio_warning:
+        news += " Production has outrun review for 15 minutes."
+    return news
+
+
 def dashboard_context() -> dict[str, Any]:
     now = timezone.now()
     queue = QueuePolicy.current()
@@ -215,7 +231,9 @@ def dashboard_context() -> dict[str, Any]:
     day = stats.mode_durations(timedelta(hours=24), now=now)
     approve = stats.approve_rate(queue.tuner_window)
     audit = stats.audit_reject_share()
+    ratio_warning = stats.ratio_stays_above_one(now=now)
     return {
+        "announcement": announcement(queue, ratio_warning),
         "queue": queue,
         "now": now,
         "poll_seconds": POLL_SECONDS,
@@ -225,7 +243,7 @@ def dashboard_context() -> dict[str, Any]:
         "ratio_text": fmt_ratio(flow.ratio),
         "ratio_rule": rule_text,
         "ratio_css": rule_css,
-        "ratio_warning": stats.ratio_stays_above_one(now=now),
+        "ratio_warning": ratio_warning,
         "oldest_age": fmt_duration(stats.oldest_waiting_age(now=now)),
         "mode_rows": [(mode, fmt_duration(hour.get(mode, 0)), fmt_duration(day.get(mode, 0))) for mode in hour],
         "approve": approve,
