@@ -273,6 +273,12 @@ class ExportForm(forms.Form):
     until = forms.DateTimeField(required=False)
     label = forms.ChoiceField(choices=[("", "any"), *ReviewItem.Label.choices], required=False)
     reviewer = forms.CharField(required=False, max_length=150, help_text="username")
+    dataset = forms.BooleanField(
+        required=False,
+        label="Include the task text and the output",
+        help_text="one row per verdict with the task, what the agent produced and the human's decision: "
+        "usable as a labelled dataset (JSON Lines suits long text best)",
+    )
 
     def clean_reviewer(self) -> str:
         name = self.cleaned_data.get("reviewer", "").strip()
@@ -322,16 +328,30 @@ EXPORT_COLUMNS = (
     ("item_created_at", "item__created_at"),
     ("decided_at", "created_at"),
 )
+# Appended with the dataset option: the text a verdict was about.
+DATASET_COLUMNS = (
+    ("task_description", "item__task_description"),
+    ("final_output", "item__final_output"),
+    ("last_error", "item__last_error"),
+)
 EXPORT_CHUNK = 2000
+# Outputs run to hundreds of kilobytes: read fewer rows at a time with the text.
+DATASET_CHUNK = 100
 # A spreadsheet runs a cell starting with one of these as a formula.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
-def export_rows(queryset: QuerySet[Verdict]) -> Iterator[dict[str, Any]]:
+def export_columns(dataset: bool = False) -> tuple[tuple[str, str], ...]:
+    return EXPORT_COLUMNS + DATASET_COLUMNS if dataset else EXPORT_COLUMNS
+
+
+def export_rows(queryset: QuerySet[Verdict], dataset: bool = False) -> Iterator[dict[str, Any]]:
     """One dict per verdict, read in chunks so memory stays flat whatever the row count."""
-    names = [name for name, _ in EXPORT_COLUMNS]
-    lookups = [lookup for _, lookup in EXPORT_COLUMNS]
-    for values in queryset.values_list(*lookups).iterator(chunk_size=EXPORT_CHUNK):
+    columns = export_columns(dataset)
+    names = [name for name, _ in columns]
+    lookups = [lookup for _, lookup in columns]
+    chunk = DATASET_CHUNK if dataset else EXPORT_CHUNK
+    for values in queryset.values_list(*lookups).iterator(chunk_size=chunk):
         row = dict(zip(names, values, strict=True))
         for key in ("item_created_at", "decided_at"):
             if row[key] is not None:
@@ -353,9 +373,9 @@ class _Echo:
         return value
 
 
-def csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+def csv_lines(rows: Iterable[dict[str, Any]], dataset: bool = False) -> Iterator[str]:
     writer = csv.writer(_Echo())
-    yield writer.writerow([name for name, _ in EXPORT_COLUMNS])
+    yield writer.writerow([name for name, _ in export_columns(dataset)])
     for row in rows:
         yield writer.writerow([csv_safe(v) for v in row.values()])
 
@@ -365,6 +385,7 @@ def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
         yield json.dumps(row, ensure_ascii=False) + "\n"
 
 
-def export_lines(queryset: QuerySet[Verdict], fmt: str) -> Iterator[str]:
-    rows = export_rows(queryset)
-    return csv_lines(rows) if fmt == "csv" else jsonl_lines(rows)
+def export_lines(queryset: QuerySet[Verdict], fmt: str, dataset: bool = False) -> Iterator[str]:
+    """The export as text lines; ``dataset`` adds the task text, output and last error."""
+    rows = export_rows(queryset, dataset)
+    return csv_lines(rows, dataset) if fmt == "csv" else jsonl_lines(rows)

@@ -520,9 +520,11 @@ def export_download(request: HttpRequest) -> HttpResponse:
         return render(request, "ops/export.html", {"form": form}, status=400)
     fmt = form.cleaned_data["format"]
     content_type = "text/csv; charset=utf-8" if fmt == "csv" else "application/x-ndjson; charset=utf-8"
-    response = StreamingHttpResponse(export_lines(form.queryset(), fmt), content_type=content_type)
+    dataset = form.cleaned_data["dataset"]
+    response = StreamingHttpResponse(export_lines(form.queryset(), fmt, dataset), content_type=content_type)
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response["Content-Disposition"] = f'attachment; filename="verdicts-{stamp}.{fmt}"'
+    name = "dataset" if dataset else "verdicts"
+    response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.{fmt}"'
     return response
 
 
