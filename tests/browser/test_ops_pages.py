@@ -12,8 +12,16 @@ from playwright.sync_api import expect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WIDTHS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
-PAGES = ["/ops/", "/ops/policy/", "/ops/whatif/", "/ops/export/", "/api/docs"]
+WIDTHS = {"1280": {"width": 1280, "height": 800}, "390": {"width": 390, "height": 844}}
+# path -> screenshot name
+PAGES = {
+    "/ops/": "ops-dashboard",
+    "/ops/policy/": "ops-policy",
+    "/ops/whatif/": "ops-whatif",
+    "/ops/export/": "ops-export",
+    "/ops/rules/{rule}/preview/": "ops-rule-preview",
+    "/api/docs": "api-docs",
+}
 
 OVERFLOW = """() => {
   const doc = document.documentElement;
@@ -30,7 +38,7 @@ DANGLING = """() => [...document.querySelectorAll('[aria-describedby]')]
 
 
 @pytest.fixture
-def busy_queue(admit_item: Any, operator: Any) -> None:
+def busy_queue(admit_item: Any, operator: Any) -> int:
     """Enough on the dashboard to fill its tables: a shed item, a proposed rule, a step-limit change."""
     from reviewqueue import services
     from reviewqueue.models import FilterRule, QueuePolicy
@@ -38,10 +46,11 @@ def busy_queue(admit_item: Any, operator: Any) -> None:
     services.policy_update(user=operator, changes={"capacity": 4, "step_limit": 6})
     for i in range(6):
         admit_item(priority=i % 3, task_id=f"a-rather-long-task-identifier-{i}-that-does-not-wrap")
-    FilterRule.objects.create(
+    rule = FilterRule.objects.create(
         label="format_issue", gate="well_formed", description="output must be non-empty, printable text"
     )
     assert QueuePolicy.current().capacity == 4
+    return rule.pk
 
 
 def _open_as_operator(new_context: Any, live_server: Any, login: Any, width: str) -> Any:
@@ -52,10 +61,11 @@ def _open_as_operator(new_context: Any, live_server: Any, login: Any, width: str
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_no_operator_page_scrolls_sideways(
-    new_context: Any, live_server: Any, login: Any, operator: Any, busy_queue: None, width: str, artifacts: Path
+    new_context: Any, live_server: Any, login: Any, operator: Any, busy_queue: int, width: str, artifacts: Path
 ) -> None:
     page = _open_as_operator(new_context, live_server, login, width)
-    for path in PAGES:
+    for template, name in PAGES.items():
+        path = template.format(rule=busy_queue)
         page.goto(f"{live_server.url}{path}")
         page.wait_for_load_state("networkidle")
         if path == "/api/docs":
@@ -63,5 +73,4 @@ def test_no_operator_page_scrolls_sideways(
         found = page.evaluate(OVERFLOW)
         assert found["scroll"] <= found["client"], f"{path} at {width}: {found}"
         assert page.evaluate(DANGLING) == [], path
-        name = path.strip("/").replace("/", "-") or "home"
         page.screenshot(path=str(artifacts / f"{name}-{width}.png"), full_page=True)

@@ -37,4 +37,5 @@ def test_the_polled_region_is_not_itself_a_live_region(client: Any, operator: An
     assert "aria-live" not in live
     assert 'data-announce="Mode: normal.' in live
     assert body.count("aria-live") == 1
+    assert "{#" not in body and "{% comment" not in body
     assert 'id="live-announcer"' in body
