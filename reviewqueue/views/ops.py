@@ -284,9 +284,12 @@ RULE_ACTIONS = {"enable": FilterRule.Status.ENABLED, "dismiss": FilterRule.Statu
 @operator_required
 def rule_preview(request: HttpRequest, rule_id: int) -> HttpResponse:
     """Before a rule is enabled: what its gate would have filtered from the newest items."""
+    from loops.gates import GATES
+
     rule = get_object_or_404(FilterRule, pk=rule_id)
-    preview = stats.gate_preview(rule.gate) if rule.status != FilterRule.Status.ENABLED else None
-    return render(request, "ops/rule_preview.html", {"rule": rule, "preview": preview})
+    known = rule.gate in GATES
+    preview = stats.gate_preview(rule.gate) if known and rule.status != FilterRule.Status.ENABLED else None
+    return render(request, "ops/rule_preview.html", {"rule": rule, "preview": preview, "known_gate": known})
 
 
 @require_POST
@@ -299,8 +302,13 @@ def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse
     if status is None:
         return HttpResponse("unknown action", status=400)
     rule = get_object_or_404(FilterRule, pk=rule_id)
-    if status == FilterRule.Status.ENABLED and request.POST.get("confirm") != "1":
-        return redirect("ops:rule_preview", rule_id=rule.pk)
+    if status == FilterRule.Status.ENABLED:
+        from loops.gates import GATES
+
+        if request.POST.get("confirm") != "1":
+            return redirect("ops:rule_preview", rule_id=rule.pk)
+        if rule.gate not in GATES:  # admission refuses to run an unknown gate: never enable one
+            return HttpResponse("this rule's gate is not one this version knows; it cannot be enabled", status=400)
     FilterRule.objects.filter(pk=rule.pk).update(status=status, decided_by=request.user, decided_at=timezone.now())
     if request.htmx:
         return render(request, "ops/dashboard.html#rules", rules_context())

@@ -85,3 +85,14 @@ def test_the_dashboard_says_why_a_counted_label_has_no_rule(client: Any, operato
     body = client.get(reverse("ops:dashboard")).content.decode()
     assert 'id="labels-without-gate"' in body
     assert "Logic errors need a demand red line" in body
+
+
+def test_a_rule_with_an_unknown_gate_cannot_be_enabled(client: Any, operator: Any) -> None:
+    rule = FilterRule.objects.create(label="code_error", gate="no_such_gate", description="?")
+    client.force_login(operator)
+    page = client.get(reverse("ops:rule_preview", args=[rule.pk])).content.decode()
+    assert 'id="unknown-gate"' in page and 'id="confirm-enable"' not in page
+    response = client.post(reverse("ops:rule_decide", args=[rule.pk, "enable"]), {"confirm": "1"})
+    assert response.status_code == 400
+    rule.refresh_from_db()
+    assert rule.status == FilterRule.Status.PROPOSED
