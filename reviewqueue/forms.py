@@ -176,7 +176,13 @@ class WhatIfForm(forms.Form):
     high_watermark = forms.FloatField(min_value=0, max_value=1)
     low_watermark = forms.FloatField(min_value=0, max_value=1)
     backpressure = forms.BooleanField(required=False, help_text="draft mode above the high watermark")
-    replications = forms.IntegerField(min_value=1, max_value=MAX_REPLICATIONS, initial=20)
+    replications = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_REPLICATIONS,
+        initial=20,
+        help_text=f"1 to {MAX_REPLICATIONS}; a run may also be at most {MAX_SIMULATION_EVENTS:,} simulated events "
+        f"(replications × minutes × (production + review + {EVENTS_FLOOR_PER_MIN}))",
+    )
     seed = forms.IntegerField(min_value=0, max_value=2**31, initial=0)
     target_overflow_pct = forms.FloatField(
         min_value=0, max_value=100, required=False, initial=1.0, label="Target overflow % for the recommendation"

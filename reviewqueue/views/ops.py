@@ -18,6 +18,8 @@ from django.urls import path
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from loops.gates import GATES
+
 from .. import services, stats
 from ..access import operator_required
 from ..forms import (
@@ -284,8 +286,6 @@ RULE_ACTIONS = {"enable": FilterRule.Status.ENABLED, "dismiss": FilterRule.Statu
 @operator_required
 def rule_preview(request: HttpRequest, rule_id: int) -> HttpResponse:
     """Before a rule is enabled: what its gate would have filtered from the newest items."""
-    from loops.gates import GATES
-
     rule = get_object_or_404(FilterRule, pk=rule_id)
     known = rule.gate in GATES
     preview = stats.gate_preview(rule.gate) if known and rule.status != FilterRule.Status.ENABLED else None
@@ -303,8 +303,6 @@ def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse
         return HttpResponse("unknown action", status=400)
     rule = get_object_or_404(FilterRule, pk=rule_id)
     if status == FilterRule.Status.ENABLED:
-        from loops.gates import GATES
-
         if request.POST.get("confirm") != "1":
             return redirect("ops:rule_preview", rule_id=rule.pk)
         if rule.gate not in GATES:  # admission refuses to run an unknown gate: never enable one
