@@ -20,6 +20,8 @@ PAGES = {
     "/ops/whatif/": "ops-whatif",
     "/ops/export/": "ops-export",
     "/ops/rules/{rule}/preview/": "ops-rule-preview",
+    "/ops/whatif/{run_a}/": "ops-whatif-run",
+    "/ops/whatif/compare/?a={run_a}&b={run_b}": "ops-whatif-compare",
     "/api/docs": "api-docs",
 }
 
@@ -38,10 +40,15 @@ DANGLING = """() => [...document.querySelectorAll('[aria-describedby]')]
 
 
 @pytest.fixture
-def busy_queue(admit_item: Any, operator: Any) -> int:
-    """Enough on the dashboard to fill its tables: a shed item, a proposed rule, a step-limit change."""
+def busy_queue(admit_item: Any, operator: Any) -> dict[str, int]:
+    """Enough on the dashboard to fill its tables: a shed item, a proposed rule, a step-limit change;
+    and two finished what-if runs to compare."""
+    from dataclasses import replace
+
     from reviewqueue import services
-    from reviewqueue.models import FilterRule, QueuePolicy
+    from reviewqueue.models import FilterRule, QueuePolicy, SimulationRun
+    from reviewqueue.ops_tasks import execute_simulation
+    from simulation import PRESETS
 
     services.policy_update(user=operator, changes={"capacity": 4, "step_limit": 6})
     for i in range(6):
@@ -50,7 +57,14 @@ def busy_queue(admit_item: Any, operator: Any) -> int:
         label="format_issue", gate="well_formed", description="output must be non-empty, printable text"
     )
     assert QueuePolicy.current().capacity == 4
-    return rule.pk
+    runs = []
+    for scenario in (PRESETS["B"], replace(PRESETS["B"], backpressure=True)):
+        run = SimulationRun.objects.create(
+            name="a what-if", params={"scenario": scenario.to_dict(), "replications": 3, "target_overflow_pct": 1.0}
+        )
+        assert execute_simulation(run.pk) == "done"
+        runs.append(run.pk)
+    return {"rule": rule.pk, "run_a": runs[0], "run_b": runs[1]}
 
 
 def _open_as_operator(new_context: Any, live_server: Any, login: Any, width: str) -> Any:
@@ -61,11 +75,17 @@ def _open_as_operator(new_context: Any, live_server: Any, login: Any, width: str
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_no_operator_page_scrolls_sideways(
-    new_context: Any, live_server: Any, login: Any, operator: Any, busy_queue: int, width: str, artifacts: Path
+    new_context: Any,
+    live_server: Any,
+    login: Any,
+    operator: Any,
+    busy_queue: dict[str, int],
+    width: str,
+    artifacts: Path,
 ) -> None:
     page = _open_as_operator(new_context, live_server, login, width)
     for template, name in PAGES.items():
-        path = template.format(rule=busy_queue)
+        path = template.format(**busy_queue)
         page.goto(f"{live_server.url}{path}")
         page.wait_for_load_state("networkidle")
         if path == "/api/docs":
