@@ -12,6 +12,14 @@ from playwright.sync_api import expect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture(autouse=True)
+def _no_login_limit(settings: Any) -> None:
+    # These tests sign in more often than the login rate limit allows a person
+    # per minute; the limit has its own tests (tests/reviewqueue/test_security_login.py).
+    settings.RATELIMIT_ENABLE = False
+
+
 WIDTHS = {"1280": {"width": 1280, "height": 800}, "390": {"width": 390, "height": 844}}
 # path -> screenshot name
 PAGES = {
