@@ -204,7 +204,9 @@ def step_limit_chart(queue: QueuePolicy, now: datetime) -> Chart:
         ],
         x_label="minutes since the first change",
     )
-    return build_chart(chart, x_tick_format=lambda v: f"{v:.0f}")
+    # Changes minutes apart would all read "0" at whole minutes.
+    digits = 1 if xs[-1] < 4 else 0
+    return build_chart(chart, x_tick_format=lambda v: f"{v:.{digits}f}")
 
 
 MODE_NEWS = {
