@@ -232,3 +232,18 @@ def test_the_403_page_keeps_the_role_menu(
     assert page.evaluate(NO_SIDEWAYS)
     # The 403 itself is logged by the browser as a failed resource: expected here.
     console_errors[:] = [e for e in console_errors if "403" not in e]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_operator_reads_the_admin_without_errors(
+    new_context: Any, live_server: Any, login: Any, operator: Any, admit_item: Any, width: str
+) -> None:
+    operator.is_staff = True
+    operator.save()
+    item = admit_item().item
+    page = _operator_page(new_context, login, width)
+    page.goto(f"{live_server.url}/admin/")
+    expect(page.locator("#content-main")).to_contain_text("Review items")
+    page.goto(f"{live_server.url}/admin/reviewqueue/reviewitem/{item.pk}/change/")
+    expect(page.locator("#content")).to_contain_text("View review item")
+    expect(page.locator("input[name=_save]")).to_have_count(0)
