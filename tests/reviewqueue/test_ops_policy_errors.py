@@ -116,3 +116,11 @@ def test_the_help_text_states_the_rule_the_error_enforces() -> None:
         for word in words:
             assert word in help_texts[field].lower(), (field, word)
             assert word in message.lower(), (field, word)
+
+
+def test_the_summary_comes_first_in_the_form(client: Any, operator: Any) -> None:
+    client.force_login(operator)
+    body = client.post(reverse("ops:policy"), _form(capacity=0)).content.decode()
+    form = body.split('class="card policy-form"')[1]
+    assert form.index('id="error-summary"') < form.index("Watermarks are shares of capacity")
+    assert form.count('id="error-summary"') == 1
