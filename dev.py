@@ -113,11 +113,66 @@ def demo_logins() -> dict[str, str]:
     return json.loads(path.read_text())
 
 
+# The demo's load comes in waves: a round of the built-in suite every
+# DEMO_ROUND_SECONDS for DEMO_BUSY_MINUTES, then DEMO_QUIET_MINUTES with none,
+# and again. One reviewer at about two decisions a minute sees draft mode
+# arrive after ~5 minutes and recede after ~20, losing nothing: checked with
+# `python -m simulation demo-load`, whose defaults these are.
+DEMO_LOAD_DEFAULTS = {
+    "DEMO_ROUND_SECONDS": 40.0,
+    "DEMO_BUSY_MINUTES": 6.0,
+    "DEMO_QUIET_MINUTES": 24.0,
+    "DEMO_BATCH": 1.0,
+}
+
+
+def demo_load() -> dict[str, float]:
+    """The load knobs, from the environment or the defaults above."""
+    load = {}
+    for name, default in DEMO_LOAD_DEFAULTS.items():
+        try:
+            load[name] = float(os.environ.get(name, default))
+        except ValueError:
+            sys.exit(f"{name} must be a number, not {os.environ[name]!r}")
+        if load[name] < 0 or (name in ("DEMO_ROUND_SECONDS", "DEMO_BATCH") and load[name] <= 0):
+            sys.exit(f"{name} must be positive")
+    return load
+
+
+class Waves:
+    """Submits rounds of the suite in waves, one short-lived `submit_suite` per round."""
+
+    def __init__(self, load: dict[str, float], manage: list[str], env: dict[str, str]) -> None:
+        self.round_s = load["DEMO_ROUND_SECONDS"]
+        self.busy_s = load["DEMO_BUSY_MINUTES"] * 60
+        self.cycle_s = self.busy_s + load["DEMO_QUIET_MINUTES"] * 60
+        self.batch = str(int(load["DEMO_BATCH"]))
+        self.manage, self.env = manage, env
+        self.start = time.monotonic()
+        self.sent: set[tuple[int, int]] = set()
+        self.running: list[subprocess.Popen] = []
+
+    def tick(self) -> None:
+        self.running = [p for p in self.running if p.poll() is None]
+        cycle, offset = divmod(time.monotonic() - self.start, self.cycle_s or 1)
+        key = (int(cycle), int(offset // self.round_s))
+        if offset < self.busy_s and key not in self.sent:
+            self.sent.add(key)
+            command = [*self.manage, "submit_suite", "--repeat", "1", "--batch", self.batch]
+            self.running.append(subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
+
+    def stop(self) -> None:
+        for p in self.running:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
 def demo(port: int = 8000) -> int:
+    load = demo_load()
     ensure_venv()
     ensure_bubblewrap()
     env = redline_env({**os.environ, "DEBUG": os.environ.get("DEBUG", "1"), "PYTHONUNBUFFERED": "1"})
@@ -156,10 +211,8 @@ def demo(port: int = 8000) -> int:
             env=env,
         ),
         subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT, env=env),
-        subprocess.Popen(
-            [*manage, "submit_suite", "--repeat", "0", "--interval", "30", "--batch", "1"], cwd=ROOT, env=env
-        ),
     ]
+    waves = Waves(load, manage, env)
     time.sleep(3)
     print(
         "\n"
@@ -167,16 +220,20 @@ def demo(port: int = 8000) -> int:
         f"  open       http://127.0.0.1:{port}/\n"
         f"  reviewer   reviewer / {logins['reviewer']}   (review page: keys a r 1-5 Enter s u ?)\n"
         f"  operator   operator / {logins['operator']}   (dashboard, what-if, policy, admin)\n"
+        f"  load       a round of the suite every {load['DEMO_ROUND_SECONDS']:g} s for "
+        f"{load['DEMO_BUSY_MINUTES']:g} min, then {load['DEMO_QUIET_MINUTES']:g} min quiet (DEMO_* variables)\n"
         "  loops of the built-in suite are filling the queue; Ctrl-C stops everything\n",
         flush=True,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` or a supervisor stops it like Ctrl-C
     try:
         while all(p.poll() is None for p in procs):
+            waves.tick()
             time.sleep(1)
     except KeyboardInterrupt:
         pass
     finally:
+        waves.stop()
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)

@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 
 from . import models
 from .views.auth import RateLimitedAdminAuthenticationForm
@@ -8,8 +9,24 @@ from .views.auth import RateLimitedAdminAuthenticationForm
 admin.site.login_form = RateLimitedAdminAuthenticationForm
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """The queue's books and logs: written only by the services (admit, claim,
+    decide, the tuner, the sampler), so that produced = auto-passed + enqueued
+    + shed always holds and every log stays append-only. Readable by anyone
+    with the view permission (operators), writable by no one here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 @admin.register(models.ReviewItem)
-class ReviewItemAdmin(admin.ModelAdmin):
+class ReviewItemAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "task_id",
@@ -29,7 +46,7 @@ class ReviewItemAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.Verdict)
-class VerdictAdmin(admin.ModelAdmin):
+class VerdictAdmin(ReadOnlyAdmin):
     list_display = ("id", "item", "reviewer", "decision", "reason_label", "counts_for_tuner", "created_at")
     list_filter = ("decision", "reason_label", "counts_for_tuner")
     raw_id_fields = ("item", "reviewer")
@@ -39,10 +56,12 @@ class VerdictAdmin(admin.ModelAdmin):
 @admin.register(models.QueuePolicy)
 class QueuePolicyAdmin(admin.ModelAdmin):
     list_display = ("__str__", "capacity", "high_watermark", "low_watermark", "step_limit", "mode", "updated_at")
-    readonly_fields = ("mode", "updated_at")
+    # depth and mode are kept by the services under the row lock; an edit here would desynchronise them.
+    readonly_fields = ("mode", "depth", "updated_at")
 
-    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
-        return not models.QueuePolicy.objects.exists()
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # One policy row: adding is possible only before it exists, and only with the right.
+        return super().has_add_permission(request) and not models.QueuePolicy.objects.exists()
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         # Through the service, so an admin edit is audited like any other.
@@ -62,43 +81,40 @@ class FilterRuleAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.LabelCount)
-class LabelCountAdmin(admin.ModelAdmin):
+class LabelCountAdmin(ReadOnlyAdmin):
     list_display = ("label", "count")
 
 
 @admin.register(models.ModeChange)
-class ModeChangeAdmin(admin.ModelAdmin):
+class ModeChangeAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "previous", "mode", "depth")
     list_filter = ("mode",)
 
 
 @admin.register(models.CircuitBreakerEntry)
-class CircuitBreakerEntryAdmin(admin.ModelAdmin):
+class CircuitBreakerEntryAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "item", "priority", "depth", "capacity", "incoming")
     raw_id_fields = ("item", "displaced_by")
 
 
 @admin.register(models.StepLimitChange)
-class StepLimitChangeAdmin(admin.ModelAdmin):
+class StepLimitChangeAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "previous", "step_limit", "approve_rate", "changed_by")
     raw_id_fields = ("verdict",)
 
 
 @admin.register(models.PolicyAudit)
-class PolicyAuditAdmin(admin.ModelAdmin):
+class PolicyAuditAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "user", "__str__")
-
-    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return False  # an audit log is append-only
 
 
 @admin.register(models.DepthSample)
-class DepthSampleAdmin(admin.ModelAdmin):
+class DepthSampleAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "depth", "pending", "claimed", "mode", "capacity", "step_limit")
 
 
 @admin.register(models.LoopRun)
-class LoopRunAdmin(admin.ModelAdmin):
+class LoopRunAdmin(ReadOnlyAdmin):
     list_display = (
         "run_id",
         "task_id",

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from .models import QueuePolicy, ReviewItem, Verdict
@@ -17,19 +18,33 @@ from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
 # Simulated minutes (replications x duration) above which a what-if runs in
 # the background with a progress bar instead of inside the request.
 INLINE_SIMULATION_MINUTES = 20_000
+INLINE_SIMULATION_EVENTS = 500_000
 MAX_REPLICATIONS = 500
+# The largest run allowed, in simulated work: replications x minutes x
+# (arrivals + decisions per minute + a per-minute floor). At about 8 us per
+# unit (the poisson model, the slower one) this is about two minutes on one
+# core, well within the worker's time limit, and keeps the stored series small.
+MAX_SIMULATION_EVENTS = 10_000_000
+EVENTS_FLOOR_PER_MIN = 10
+
+
+def simulation_events(replications: int, duration_min: int, production: float, review: float) -> float:
+    """The simulated work a run costs, the unit MAX_SIMULATION_EVENTS is in."""
+    return replications * duration_min * (production + review + EVENTS_FLOOR_PER_MIN)
 
 
 class PolicyForm(forms.ModelForm):
-    """The editable policy fields; the model's clean() supplies the cross-field
-    rules (low < high <= 1, min <= start <= max, ...) with per-field messages."""
+    """The editable policy fields. Its own checks say each rule in plain words,
+    in the same terms as the field's help text; the model's clean() enforces
+    the same rules again for every other writer (the admin, the API)."""
 
     class Meta:
         model = QueuePolicy
         fields = QueuePolicy.EDITABLE_FIELDS
         labels: ClassVar[dict[str, str]] = {
-            "high_watermark": "High watermark (fraction of capacity)",
-            "low_watermark": "Low watermark (fraction of capacity)",
+            "capacity": "Capacity (items)",
+            "high_watermark": "High watermark (share of capacity)",
+            "low_watermark": "Low watermark (share of capacity)",
             "step_limit": "Step limit now",
             "min_step_limit": "Tuner: lowest step limit",
             "max_step_limit": "Tuner: highest step limit",
@@ -44,6 +59,22 @@ class PolicyForm(forms.ModelForm):
         help_texts: ClassVar[dict[str, str]] = {
             "instructions": "Shown on the review page and in its ? help. Markdown: **bold**, *italic*, lists, "
             "`code`, [links](https://example.org). HTML is shown as text, images are not shown.",
+            "capacity": "How many items may wait at once, 1 or more. At capacity the lowest-priority item is shed.",
+            "high_watermark": "More than 0 and at most 1: 0.8 means 80 % of capacity. Above it, new loops run in "
+            "draft mode.",
+            "low_watermark": "0 or more and below the high watermark: 0.3 means 30 % of capacity. Below it, normal "
+            "flow resumes.",
+            "step_limit": "Attempts a new loop may make now, from the lowest to the highest step limit.",
+            "min_step_limit": "1 or more, and not above the highest step limit.",
+            "max_step_limit": "Not below the lowest step limit.",
+            "tuner_window": "How many recent verdicts the tuner weighs, 1 or more.",
+            "approve_low": "From 0 to 1 and below the upper rate: 0.4 means 40 %. Below it, the tuner lowers the "
+            "step limit.",
+            "approve_high": "Above the lower rate and at most 1: 0.8 means 80 %. Above it, the tuner raises the "
+            "step limit.",
+            "label_threshold": "A rejection label counted more often than this proposes a filter rule.",
+            "lease_seconds": "How long a reviewer holds an item, 10 seconds or more.",
+            "sampling_rate": "From 0 to 1: 0.1 means 10 % of grey-zone auto-passes go to review.",
         }
         widgets: ClassVar[dict[str, Any]] = {"instructions": forms.Textarea(attrs={"rows": 8})}
 
@@ -51,6 +82,87 @@ class PolicyForm(forms.ModelForm):
         # Browsers send textarea lines as CRLF; stored as LF, so saving the
         # form unchanged is not recorded as a change to the instructions.
         return str(self.cleaned_data.get("instructions", "")).replace("\r\n", "\n").strip()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            label = str(field.label).lower()
+            field.error_messages["required"] = f"Enter the {label}."
+            field.error_messages["invalid"] = f"Enter a number for the {label}."
+            if isinstance(field, forms.IntegerField):
+                field.error_messages["invalid"] = f"Enter a whole number for the {label}."
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        for name, message in self.rule_errors(data).items():
+            if name not in self.errors:
+                self.add_error(name, message)
+        return data
+
+    @staticmethod
+    def rule_errors(data: dict[str, Any]) -> dict[str, str]:
+        """The policy's rules (the model's clean() and policy.py enforce the
+        same ones) as the sentences an operator reads, by field."""
+        errors: dict[str, str] = {}
+
+        def has(*names: str) -> bool:
+            return all(data.get(name) is not None for name in names)
+
+        if has("capacity") and data["capacity"] < 1:
+            errors["capacity"] = "Capacity must be at least 1 item."
+        if has("high_watermark") and not 0 < data["high_watermark"] <= 1:
+            errors["high_watermark"] = (
+                "The high watermark is a share of capacity: more than 0 and at most 1 (0.8 means 80 %)."
+            )
+        if has("low_watermark") and data["low_watermark"] < 0:
+            errors["low_watermark"] = "The low watermark cannot be below 0."
+        elif (
+            has("low_watermark", "high_watermark")
+            and "high_watermark" not in errors
+            and data["low_watermark"] >= data["high_watermark"]
+        ):
+            errors["low_watermark"] = (
+                f"The low watermark must be below the high watermark ({data['high_watermark']:g})."
+            )
+        if has("min_step_limit") and data["min_step_limit"] < 1:
+            errors["min_step_limit"] = "The lowest step limit must be at least 1."
+        elif has("min_step_limit", "max_step_limit") and data["min_step_limit"] > data["max_step_limit"]:
+            errors["max_step_limit"] = f"The highest step limit cannot be below the lowest ({data['min_step_limit']})."
+        if (
+            has("step_limit", "min_step_limit", "max_step_limit")
+            and "max_step_limit" not in errors
+            and not data["min_step_limit"] <= data["step_limit"] <= data["max_step_limit"]
+        ):
+            errors["step_limit"] = (
+                f"The step limit must be from the lowest ({data['min_step_limit']}) "
+                f"to the highest ({data['max_step_limit']}) step limit."
+            )
+        if has("tuner_window") and data["tuner_window"] < 1:
+            errors["tuner_window"] = "The tuner window must hold at least 1 verdict."
+        if has("approve_low") and not 0 <= data["approve_low"] <= 1:
+            errors["approve_low"] = "The lower approve rate is a share: from 0 to 1 (0.4 means 40 %)."
+        if has("approve_high") and not 0 <= data["approve_high"] <= 1:
+            errors["approve_high"] = "The upper approve rate is a share: from 0 to 1 (0.8 means 80 %)."
+        elif (
+            has("approve_low", "approve_high")
+            and "approve_low" not in errors
+            and data["approve_low"] >= data["approve_high"]
+        ):
+            errors["approve_low"] = f"The lower approve rate must be below the upper rate ({data['approve_high']:g})."
+        if has("lease_seconds") and data["lease_seconds"] < 10:
+            errors["lease_seconds"] = "The lease must last at least 10 seconds."
+        if has("sampling_rate") and not 0 <= data["sampling_rate"] <= 1:
+            errors["sampling_rate"] = "The sampling rate is a share: from 0 to 1 (0.1 means 10 %)."
+        return errors
+
+    def _update_errors(self, errors: ValidationError) -> None:
+        # The model's clean() states the same rules in its own terms, and a
+        # broken rule there often follows from one this form already explained
+        # (a step limit outside bounds that are themselves upside down): once
+        # the form has said what is wrong, the model's wording is left out.
+        if self.errors:
+            return
+        super()._update_errors(errors)
 
     def changes(self) -> dict[str, Any]:
         """Only the fields whose values differ, ready for services.policy_update."""
@@ -73,7 +185,13 @@ class WhatIfForm(forms.Form):
     high_watermark = forms.FloatField(min_value=0, max_value=1)
     low_watermark = forms.FloatField(min_value=0, max_value=1)
     backpressure = forms.BooleanField(required=False, help_text="draft mode above the high watermark")
-    replications = forms.IntegerField(min_value=1, max_value=MAX_REPLICATIONS, initial=20)
+    replications = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_REPLICATIONS,
+        initial=20,
+        help_text=f"1 to {MAX_REPLICATIONS}; a run may also be at most {MAX_SIMULATION_EVENTS:,} simulated events "
+        f"(replications × minutes × (production + review + {EVENTS_FLOOR_PER_MIN}))",
+    )
     seed = forms.IntegerField(min_value=0, max_value=2**31, initial=0)
     target_overflow_pct = forms.FloatField(
         min_value=0, max_value=100, required=False, initial=1.0, label="Target overflow % for the recommendation"
@@ -104,6 +222,21 @@ class WhatIfForm(forms.Form):
         except ValueError as exc:
             field, _, message = str(exc).partition(": ")
             self.add_error(field if field in self.fields else None, message or str(exc))
+            return data
+        events = self.simulated_events()
+        if events > MAX_SIMULATION_EVENTS:
+            per_rep = events / data["replications"]
+            fits = int(MAX_SIMULATION_EVENTS // per_rep)
+            advice = (
+                f"Use at most {fits} replications at this duration, or a shorter duration."
+                if fits >= 1
+                else "Use a shorter duration."
+            )
+            self.add_error(
+                "replications",
+                f"This run is too large to finish in time: {data['replications']} replications of "
+                f"{data['duration_min']} minutes at these rates. {advice}",
+            )
         return data
 
     def params(self) -> dict[str, Any]:
@@ -118,6 +251,19 @@ class WhatIfForm(forms.Form):
 
     def simulated_minutes(self) -> int:
         return int(self.cleaned_data["replications"]) * int(self.cleaned_data["duration_min"])
+
+    def simulated_events(self) -> float:
+        data = self.cleaned_data
+        return simulation_events(
+            data["replications"], data["duration_min"], data["production_per_min"], data["review_per_min"]
+        )
+
+    def runs_inline(self) -> bool:
+        """Small runs finish within the request; larger ones go to a worker with a progress bar."""
+        return (
+            self.simulated_minutes() <= INLINE_SIMULATION_MINUTES
+            and self.simulated_events() <= INLINE_SIMULATION_EVENTS
+        )
 
 
 def scenario_initial(scenario: Any, **extra: Any) -> dict[str, Any]:
@@ -142,6 +288,12 @@ class ExportForm(forms.Form):
     until = forms.DateTimeField(required=False)
     label = forms.ChoiceField(choices=[("", "any"), *ReviewItem.Label.choices], required=False)
     reviewer = forms.CharField(required=False, max_length=150, help_text="username")
+    dataset = forms.BooleanField(
+        required=False,
+        label="Include the task text and the output",
+        help_text="one row per verdict with the task, what the agent produced and the human's decision: "
+        "usable as a labelled dataset (JSON Lines suits long text best)",
+    )
 
     def clean_reviewer(self) -> str:
         name = self.cleaned_data.get("reviewer", "").strip()
@@ -196,16 +348,30 @@ EXPORT_COLUMNS = (
     ("item_created_at", "item__created_at"),
     ("decided_at", "created_at"),
 )
+# Appended with the dataset option: the text a verdict was about.
+DATASET_COLUMNS = (
+    ("task_description", "item__task_description"),
+    ("final_output", "item__final_output"),
+    ("last_error", "item__last_error"),
+)
 EXPORT_CHUNK = 2000
+# Outputs run to hundreds of kilobytes: read fewer rows at a time with the text.
+DATASET_CHUNK = 100
 # A spreadsheet runs a cell starting with one of these as a formula.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
-def export_rows(queryset: QuerySet[Verdict]) -> Iterator[dict[str, Any]]:
+def export_columns(dataset: bool = False) -> tuple[tuple[str, str], ...]:
+    return EXPORT_COLUMNS + DATASET_COLUMNS if dataset else EXPORT_COLUMNS
+
+
+def export_rows(queryset: QuerySet[Verdict], dataset: bool = False) -> Iterator[dict[str, Any]]:
     """One dict per verdict, read in chunks so memory stays flat whatever the row count."""
-    names = [name for name, _ in EXPORT_COLUMNS]
-    lookups = [lookup for _, lookup in EXPORT_COLUMNS]
-    for values in queryset.values_list(*lookups).iterator(chunk_size=EXPORT_CHUNK):
+    columns = export_columns(dataset)
+    names = [name for name, _ in columns]
+    lookups = [lookup for _, lookup in columns]
+    chunk = DATASET_CHUNK if dataset else EXPORT_CHUNK
+    for values in queryset.values_list(*lookups).iterator(chunk_size=chunk):
         row = dict(zip(names, values, strict=True))
         for key in ("item_created_at", "decided_at"):
             if row[key] is not None:
@@ -227,9 +393,9 @@ class _Echo:
         return value
 
 
-def csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+def csv_lines(rows: Iterable[dict[str, Any]], dataset: bool = False) -> Iterator[str]:
     writer = csv.writer(_Echo())
-    yield writer.writerow([name for name, _ in EXPORT_COLUMNS])
+    yield writer.writerow([name for name, _ in export_columns(dataset)])
     for row in rows:
         yield writer.writerow([csv_safe(v) for v in row.values()])
 
@@ -239,6 +405,7 @@ def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
         yield json.dumps(row, ensure_ascii=False) + "\n"
 
 
-def export_lines(queryset: QuerySet[Verdict], fmt: str) -> Iterator[str]:
-    rows = export_rows(queryset)
-    return csv_lines(rows) if fmt == "csv" else jsonl_lines(rows)
+def export_lines(queryset: QuerySet[Verdict], fmt: str, dataset: bool = False) -> Iterator[str]:
+    """The export as text lines; ``dataset`` adds the task text, output and last error."""
+    rows = export_rows(queryset, dataset)
+    return csv_lines(rows, dataset) if fmt == "csv" else jsonl_lines(rows)

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.db.models import Q
 from django.utils import timezone
 
@@ -26,6 +27,9 @@ DEPTH_RETENTION = timedelta(days=7)
 MAX_SERIES_POINTS = 2000
 # The recommendation bisects ~30 rates; cap its simulated minutes per rate.
 RECOMMEND_BUDGET_MIN = 20_000
+# ...and its simulated work (minutes x events per minute) over the whole search.
+RECOMMEND_BUDGET_EVENTS = 20_000_000
+RECOMMEND_RATES_TRIED = 35
 SIMULATION_TIME_LIMIT = 660
 
 
@@ -62,6 +66,32 @@ def _downsample(series: list[float], limit: int = MAX_SERIES_POINTS) -> tuple[li
     return [sum(series[i : i + step]) / len(series[i : i + step]) for i in range(0, len(series), step)], step
 
 
+def recommendation(scenario: Any, target: float, replications: int, seed: int) -> dict[str, Any]:
+    """Two answers to "how much may we produce?": the long-run rate that is
+    stable (never above the review rate), and the rate that holds the target
+    over this scenario's horizon starting from an empty queue, which can be
+    higher only because an empty queue absorbs a surplus for a while."""
+    from simulation import recommend_max_production, stable_production_rate
+
+    out: dict[str, Any] = {
+        "target_overflow_pct": target,
+        "stable_production_per_min": stable_production_rate(scenario, target),
+        "horizon_min": scenario.duration_min,
+    }
+    # The search tries rates up to about twice the larger of production and review.
+    per_rep = scenario.duration_min * (2 * max(scenario.production_per_min, scenario.review_per_min) + 10)
+    reps = min(
+        replications,
+        20,
+        RECOMMEND_BUDGET_MIN // scenario.duration_min,
+        int(RECOMMEND_BUDGET_EVENTS // (per_rep * RECOMMEND_RATES_TRIED)),
+    )
+    if reps >= 1:
+        out["recommended_production_per_min"] = recommend_max_production(scenario, target, replications=reps, seed=seed)
+        out["recommend_replications"] = reps
+    return out
+
+
 def _claim(run_id: int) -> bool:
     """Take the run with a conditional update; a run left 'running' by a dead
     worker (older than the hard time limit) may be taken again."""
@@ -73,13 +103,34 @@ def _claim(run_id: int) -> bool:
     return won == 1
 
 
+def failure_message(exc: BaseException) -> str:
+    """What the operator reads when a simulation fails: plain words and a way
+    forward, never a Python exception. The exception itself goes to the log."""
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return (
+            f"The simulation took longer than {(SIMULATION_TIME_LIMIT - 60) // 60} minutes and was stopped. "
+            "Run it again with fewer replications or a shorter duration."
+        )
+    if isinstance(exc, MemoryError):
+        return "The simulation ran out of memory. Run it again with fewer replications or a shorter duration."
+    if isinstance(exc, ValueError):
+        # Scenario and policy checks raise "field: what is wrong"; say it as a sentence.
+        field_name, _, message = str(exc).partition(": ")
+        if message:
+            return f"The scenario is not valid: {field_name.replace('_', ' ')} {message}."
+    return (
+        "The simulation stopped on an unexpected error, which has been logged for the administrator. "
+        "Nothing else was affected; you can run it again."
+    )
+
+
 def execute_simulation(run_id: int) -> str:
     """Run a queued what-if simulation, writing progress to its row.
 
     Safe to repeat: only the call that claims a queued run does the work; any
     other returns the run's status unchanged.
     """
-    from simulation import Scenario, recommend_max_production, run_replications
+    from simulation import Scenario, run_replications
 
     if not _claim(run_id):
         return SimulationRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "missing"
@@ -96,20 +147,18 @@ def execute_simulation(run_id: int) -> str:
         def progress(done: int, _total: int) -> None:
             SimulationRun.objects.filter(pk=run_id).update(progress_done=done)
 
-        result = run_replications(scenario, replications, seed, progress=progress).to_dict()
+        # workers=1: in a Celery worker the pool is the parallelism (and its
+        # children may not fork their own); in a web request, forking the
+        # server process would copy its connections.
+        result = run_replications(scenario, replications, seed, progress=progress, workers=1).to_dict()
         result["depth_series"], result["depth_series_step_min"] = _downsample(result["depth_series"])
         result["step_limit_trajectory"], _ = _downsample(result["step_limit_trajectory"])
         if target is not None:
-            reps = max(1, min(replications, 20, RECOMMEND_BUDGET_MIN // scenario.duration_min))
-            result["target_overflow_pct"] = float(target)
-            result["recommended_production_per_min"] = recommend_max_production(
-                scenario, float(target), replications=reps, seed=seed
-            )
-            result["recommend_replications"] = reps
+            result.update(recommendation(scenario, float(target), replications, seed))
     except Exception as exc:  # a bad scenario or a model bug must end the poll, not hang it
         log.exception("what-if simulation failed", extra={"run": run_id})
         SimulationRun.objects.filter(pk=run_id).update(
-            status=SimulationRun.Status.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
+            status=SimulationRun.Status.FAILED, error=failure_message(exc), finished_at=timezone.now()
         )
         return SimulationRun.Status.FAILED
     SimulationRun.objects.filter(pk=run_id).update(

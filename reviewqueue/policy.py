@@ -207,11 +207,14 @@ REASON_LABELS: tuple[str, ...] = (
 
 # label -> (gate name, what the gate checks). The gate names are implemented
 # in ``loops.gates``; a label with no cheap mechanical check proposes none.
+# "logic_error" proposes none: a logic error is output that runs and does the
+# wrong thing, which only a demand red line (a hidden test) can catch, and
+# the loop already runs those. A TODO/FIXME gate catches unfinished output,
+# a different fault.
 FILTER_GATES: Mapping[str, tuple[str, str]] = {
     "code_error": ("python_syntax", "code output must parse as Python"),
     "format_issue": ("well_formed", "output must be non-empty, printable text with no placeholder"),
     "hallucination": ("no_unverified_claims", "output must not claim checks or tests it cannot show"),
-    "logic_error": ("no_todo", "output must not leave TODO/FIXME or stub bodies"),
 }
 
 

@@ -228,6 +228,47 @@ def step_limit_history(limit: int = 50) -> list[StepLimitChange]:
     return rows
 
 
+# How many of the newest items a filter rule is tried on before it is enabled.
+GATE_PREVIEW_ITEMS = 200
+
+
+@dataclass(frozen=True)
+class GatePreview:
+    """What a gate would have done to the newest items that reached the queue."""
+
+    gate: str
+    checked: int
+    filtered: int
+    # Of the filtered, how many a reviewer approved: the gate would have
+    # thrown away output a human accepted.
+    filtered_approved: int
+    examples: list[tuple[int, str, str]]  # (item id, task id, the gate's reason)
+
+
+def gate_preview(gate: str, limit: int = GATE_PREVIEW_ITEMS, examples: int = 5) -> GatePreview:
+    """Run ``gate`` over the newest ``limit`` items' outputs. Read-only."""
+    from loops.gates import GATES
+
+    check = GATES[gate]
+    rows = (
+        ReviewItem.objects.order_by("-created_at", "-pk")
+        .values_list("pk", "task_id", "final_output", "status")[:limit]
+        .iterator(chunk_size=50)
+    )
+    checked = filtered = approved = 0
+    found: list[tuple[int, str, str]] = []
+    for pk, task_id, output, status in rows:
+        checked += 1
+        reason = check(output or "")
+        if reason is None:
+            continue
+        filtered += 1
+        approved += status == ReviewItem.Status.APPROVED
+        if len(found) < examples:
+            found.append((pk, task_id, reason))
+    return GatePreview(gate=gate, checked=checked, filtered=filtered, filtered_approved=approved, examples=found)
+
+
 def label_counts() -> dict[str, int]:
     return dict(LabelCount.objects.order_by("label").values_list("label", "count"))
 

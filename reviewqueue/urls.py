@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .views import auth
+from .views import auth, ops
 
 urlpatterns = [
     path("", auth.home, name="home"),
@@ -11,6 +11,8 @@ urlpatterns = [
     path("health/", auth.health, name="health"),
     path("review/", include("reviewqueue.views.review")),
     path("ops/", include("reviewqueue.views.ops")),
+    # Before the API's own routes: a page for people, signed in, not a token endpoint.
+    path("api/docs", ops.api_docs, name="api_docs"),
     path("api/", include("reviewqueue.views.api")),
     # Before admin.site.urls, which would otherwise answer it: the admin's
     # sign-in is rate-limited like the site's.

@@ -3,16 +3,19 @@
 The what-if page and the CLI use this API; see simulation/README.md.
 """
 
+from simulation.analytic import stable_production_rate
 from simulation.model import RunResult, simulate
 from simulation.replicate import Summary, recommend_max_production, run_replications
-from simulation.scenario import PRESETS, Scenario
+from simulation.scenario import PRESET_DESCRIPTIONS, PRESETS, Scenario
 
 __all__ = [
     "PRESETS",
+    "PRESET_DESCRIPTIONS",
     "RunResult",
     "Scenario",
     "Summary",
     "recommend_max_production",
     "run_replications",
     "simulate",
+    "stable_production_rate",
 ]

@@ -158,10 +158,36 @@ def mm1k_blocking(rho: float, capacity: int) -> float:
 
 def mmck_blocking(lam: float, mu: float, servers: int, capacity: int) -> float:
     """Steady-state blocking of M/M/c/K from the birth-death balance equations."""
+    if lam <= 0:
+        return 0.0
     # Work in logs: rho**K overflows floats for long queues under heavy load.
-    log_w = [0.0]
-    for k in range(1, capacity + 1):
-        log_w.append(log_w[-1] + math.log(lam) - math.log(min(k, servers) * mu))
-    top = max(log_w)
-    weights = [math.exp(x - top) for x in log_w]
-    return weights[-1] / math.fsum(weights)
+    k = np.arange(1, capacity + 1)
+    log_w = np.concatenate(([0.0], np.cumsum(math.log(lam) - np.log(np.minimum(k, servers) * mu))))
+    weights = np.exp(log_w - log_w.max())
+    return float(weights[-1] / math.fsum(weights))
+
+
+def stable_production_rate(sc: Scenario, target_overflow_pct: float) -> float:
+    """The largest production rate, never above the review rate, whose
+    steady-state loss (M/M/c/K blocking with the scenario's reviewers and
+    capacity) stays within the target: what holds however long the queue runs.
+
+    Unlike a simulated horizon, this does not start from an empty queue, so a
+    rate above review (production/review > 1) is never stable, however large
+    the capacity.
+    """
+    review = sc.review_per_min
+    if review <= 0:
+        return 0.0
+    mu = review / sc.reviewers
+    target = target_overflow_pct / 100
+    if mmck_blocking(review, mu, sc.reviewers, sc.capacity) <= target:
+        return review
+    lo, hi = 0.0, review
+    for _ in range(60):  # blocking grows with the rate: bisect to float precision
+        mid = (lo + hi) / 2
+        if mmck_blocking(mid, mu, sc.reviewers, sc.capacity) <= target:
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -32,7 +32,41 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=None, help="processes (default: auto)")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--plot", metavar="FILE.png", default=None)
+    demo = sub.add_parser("demo-load", help="does the demo's wave of load let one reviewer see draft mode come and go?")
+    demo.add_argument("--review-per-min", type=float, default=None, help="the reviewer's pace (default 2)")
+    demo.add_argument("--round-seconds", type=float, default=None, help="DEMO_ROUND_SECONDS")
+    demo.add_argument("--busy-minutes", type=float, default=None, help="DEMO_BUSY_MINUTES")
+    demo.add_argument("--quiet-minutes", type=float, default=None, help="DEMO_QUIET_MINUTES")
+    demo.add_argument("--batch", type=int, default=None, help="DEMO_BATCH")
+    demo.add_argument("--seeds", type=int, default=200)
+    demo.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
+
+
+def demo_load_main(args: argparse.Namespace) -> int:
+    from simulation.demo_load import DemoLoad, judge
+
+    names = ("review_per_min", "round_seconds", "busy_minutes", "quiet_minutes", "batch")
+    changes = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    load = dataclasses.replace(DemoLoad(), **changes)
+    verdict = judge(load, seeds=args.seeds)
+    if args.json:
+        print(json.dumps({"load": dataclasses.asdict(load), **verdict.to_dict()}))
+        return 0
+
+    def minutes(value: float | None) -> str:
+        return "never" if value is None else f"{value:.1f} min"
+
+    print(
+        f"a round every {load.round_seconds:g} s for {load.busy_minutes:g} min, then {load.quiet_minutes:g} min quiet; "
+        f"one reviewer at {load.review_per_min:g}/min\n"
+        f"ratio production/review: {verdict.busy_ratio:.2f} while busy, {verdict.wave_ratio:.2f} over the wave\n"
+        f"draft mode arrives in {verdict.draft_share:.0%} of {verdict.seeds} waves "
+        f"(median {minutes(verdict.draft_at_median)}), recedes in {verdict.recovered_share:.0%} "
+        f"(median {minutes(verdict.normal_again_at_median)}); nothing lost in {verdict.lossless_share:.0%}; "
+        f"median peak depth {verdict.max_depth_median:g} of {load.capacity}"
+    )
+    return 0
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
@@ -109,6 +143,8 @@ def format_table(d: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "demo-load":
+        return demo_load_main(args)
     try:
         sc = scenario_from_args(args)
         if args.replications < 1:

@@ -54,6 +54,10 @@ class RunResult:
     depth_series: list[float] = field(default_factory=list)
     step_limit_trajectory: list[int] = field(default_factory=list)
     mode_minutes: dict[str, float] = field(default_factory=dict)
+    # Minutes in which at least one item was lost. In the article model the
+    # queue is full only inside a minute (reviewers drain it before the minute
+    # ends), so neither the shedding mode nor a minute-end sample shows it.
+    minutes_with_loss: int = 0
     events: int = 0
 
     @property
@@ -95,6 +99,7 @@ class _Queue:
         self.waits: list[float] = []
         self.seq = itertools.count()
         self.r = RunResult(lost_by_priority=[0] * len(sc.priority_mix))
+        self.last_loss_minute = -1
         self.priority_cdf = cumulative_weights(sc.priority_mix)
         self.quality_cdf = cumulative_weights(sc.quality_mix)
         self.idle: list[simpy.Event] = []
@@ -137,6 +142,7 @@ class _Queue:
             if self.depth >= self.marks.capacity:
                 r.dropped += 1
                 r.lost_by_priority[item.priority] += 1
+                self._note_loss(now)
                 return
             self._enqueue(item)
             self.depth += 1
@@ -157,6 +163,7 @@ class _Queue:
                     self.waiting -= 1
                 r.dropped += 1
                 r.lost_by_priority[victim.priority] += 1
+                self._note_loss(now)
             if plan.enqueue:
                 self._enqueue(item)
             self.depth = plan.depth
@@ -201,6 +208,12 @@ class _Queue:
         self.depth -= 1
         if self.sc.backpressure:
             self._set_mode(now, next_mode(self.mode, self.depth, self.marks))
+
+    def _note_loss(self, now: float) -> None:
+        minute = math.floor(now)
+        if minute != self.last_loss_minute:
+            self.last_loss_minute = minute
+            self.r.minutes_with_loss += 1
 
     def _set_mode(self, now: float, mode: Mode) -> None:
         if mode is not self.mode:

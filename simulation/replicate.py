@@ -90,10 +90,23 @@ class Summary:
             "max_depth": self.mean("max_depth"),
             "max_depth_peak": max(r.max_depth for r in runs),
             "step_limit_final": self.mean("step_limit_final"),
+            # The step limit is a whole number in every run; the mean is not.
+            "step_limit_final_median": int(np.percentile(self.values("step_limit_final"), 50, method="lower")),
+            "step_limit_final_range": [
+                int(min(self.values("step_limit_final"))),
+                int(max(self.values("step_limit_final"))),
+            ],
             "step_limit_trajectory": [float(x) for x in steps],
             "depth_series": [float(x) for x in depth],
             "mode_minutes": modes,
-            "time_in_draft_min": modes.get("draft", 0.0) + modes.get("shedding", 0.0),
+            # Draft and shedding are separate modes: draft still admits every
+            # arrival, shedding loses one per arrival. Reported apart.
+            "time_in_draft_min": modes.get("draft", 0.0),
+            "time_shedding_min": modes.get("shedding", 0.0),
+            # Minutes in which anything was lost, in any mode: with backpressure
+            # off there is no shedding *mode*, yet arrivals are still refused at
+            # capacity, and this says when.
+            "minutes_with_loss": self.mean("minutes_with_loss"),
             "shed_by_priority": {str(p): float(np.mean([r.lost_by_priority[p] for r in runs])) for p in range(n_prio)},
             "events": self.mean("events"),
         }
@@ -106,6 +119,11 @@ def _pair(ci: tuple[float, float] | None) -> list[float] | None:
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
+
+
+def may_not_fork_pool() -> bool:
+    """True in a daemonic process, which multiprocessing forbids to have children."""
+    return bool(multiprocessing.current_process().daemon)
 
 
 def _run_chunk(scenario: Scenario, seeds: list[int]) -> list[RunResult]:
@@ -124,12 +142,18 @@ def run_replications(
     ``workers=None`` uses every core for large batches and stays in-process for
     small ones; the result is identical either way. ``progress(done, total)`` is
     called as runs complete.
+
+    Inside a daemonic process (a Celery prefork pool child, a multiprocessing
+    pool worker) the runs always stay in-process: such a process may not start
+    children, and its pool already is the parallelism.
     """
     if replications < 1:
         raise ValueError("replications: must be at least 1")
     seeds = replication_seeds(seed, replications)
     if workers is None:
         workers = (os.cpu_count() or 1) if replications >= PARALLEL_MIN_REPLICATIONS else 1
+    if may_not_fork_pool():
+        workers = 1
     workers = max(1, min(workers, replications))
     # Several chunks per worker keep progress moving and balance uneven runs.
     n_chunks = min(replications, 20 if workers == 1 else workers * 8)

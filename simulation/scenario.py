@@ -191,3 +191,11 @@ PRESETS: dict[str, Scenario] = {
     "C": Scenario(production_per_min=2.0, review_per_min=3.0, burst_prob=0.045),
     "D": Scenario(production_per_min=2.0, review_per_min=1.0),
 }
+
+# What each preset asks, for the what-if page and the CLI's help.
+PRESET_DESCRIPTIONS: dict[str, str] = {
+    "A": "Steady: 2 outputs/min against 3 decisions/min (ratio 0.67). Review keeps up; nothing should be lost.",
+    "B": "Overload: 5 outputs/min against 3 decisions/min (ratio 1.67). The queue fills and sheds.",
+    "C": "Bursty: as A, with bursts three times as often. Review keeps up on average; bursts test the headroom.",
+    "D": "Under-staffed: 2 outputs/min against 1 decision/min (ratio 2). Overflows whatever the design.",
+}

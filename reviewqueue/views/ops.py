@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from loops import sandbox as redline_sandbox
+from loops.gates import GATES
 
 from .. import services, stats
 from ..access import operator_required
@@ -33,6 +34,7 @@ from ..forms import (
 )
 from ..models import CircuitBreakerEntry, FilterRule, PolicyAudit, QueuePolicy, SimulationRun
 from ..ops_tasks import execute_simulation, run_simulation
+from ..policy import FILTER_GATES
 
 POLL_SECONDS = 5
 
@@ -79,15 +81,16 @@ class Chart:
     x_domain: tuple[float, float] | None = None
 
 
-def _nice_max(value: float) -> float:
-    """A round axis top at or above ``value`` (1, 2, 5 x 10^k)."""
+def y_axis(value: float, max_ticks: int = 5) -> tuple[float, float]:
+    """(top, step) of a y axis reaching ``value``: a round step (1, 2, 2.5, 5
+    x 10^k) and the first multiple of it at or above the value, so a queue of
+    capacity 50 gets an axis to 50, not to 100."""
     if value <= 0:
-        return 1.0
-    exp = 10 ** math.floor(math.log10(value))
-    for m in (1, 2, 5, 10):
-        if m * exp >= value:
-            return float(m * exp)
-    return float(10 * exp)
+        return 1.0, 0.25
+    raw = value / max_ticks
+    exp = 10 ** math.floor(math.log10(raw))
+    step = next(m * exp for m in (1, 2, 2.5, 5, 10) if m * exp >= raw * (1 - 1e-9))
+    return round(math.ceil(value / step - 1e-9) * step, 10), step
 
 
 def build_chart(chart: Chart, *, x_tick_format: Any = None) -> Chart:
@@ -100,7 +103,7 @@ def build_chart(chart: Chart, *, x_tick_format: Any = None) -> Chart:
     x0, x1 = chart.x_domain or (min(xs), max(xs))
     if x1 == x0:
         x1 = x0 + 1
-    y_top = _nice_max(max(ys) * 1.05 if ys else 1)
+    y_top, y_step = y_axis(max(ys) if ys else 1)
     plot_w = chart.width - chart.pad_left - chart.pad_right
     plot_h = chart.height - chart.pad_top - chart.pad_bottom
 
@@ -123,7 +126,8 @@ def build_chart(chart: Chart, *, x_tick_format: Any = None) -> Chart:
             line.last = (px(line.xs[-1]), py(line.ys[-1]))
     for mark in chart.hlines:
         mark.py = py(mark.y)
-    chart.y_ticks = [(py(y_top * i / 4), f"{y_top * i / 4:g}") for i in range(5)]
+    n_ticks = round(y_top / y_step)
+    chart.y_ticks = [(py(y_step * i), f"{y_step * i:g}") for i in range(n_ticks + 1)]
     fmt = x_tick_format or (lambda v: f"{v:g}")
     chart.x_ticks = [(px(x0 + (x1 - x0) * i / 4), fmt(x0 + (x1 - x0) * i / 4)) for i in range(5)]
     return chart
@@ -201,7 +205,25 @@ def step_limit_chart(queue: QueuePolicy, now: datetime) -> Chart:
         ],
         x_label="minutes since the first change",
     )
-    return build_chart(chart, x_tick_format=lambda v: f"{v:.0f}")
+    # Changes minutes apart would all read "0" at whole minutes.
+    digits = 1 if xs[-1] < 4 else 0
+    return build_chart(chart, x_tick_format=lambda v: f"{v:.{digits}f}")
+
+
+MODE_NEWS = {
+    "normal": "Mode: normal. Depth is back below the low watermark; loops run their full fix loop.",
+    "draft": "Mode: draft. Depth is above the high watermark; new loops run once and tag their output draft.",
+    "shedding": "Mode: shedding. The queue is at capacity; each arrival sheds the lowest-priority item.",
+}
+
+
+def announcement(queue: QueuePolicy, ratio_warning: bool) -> str:
+    """What the screen-reader live region says: only the state an operator
+    must hear about. The page announces it when it differs from the last one."""
+    news = MODE_NEWS.get(queue.mode, f"Mode: {queue.mode}.")
+    if ratio_warning:
+        news += " Production has outrun review for 15 minutes."
+    return news
 
 
 def dashboard_context() -> dict[str, Any]:
@@ -214,7 +236,9 @@ def dashboard_context() -> dict[str, Any]:
     day = stats.mode_durations(timedelta(hours=24), now=now)
     approve = stats.approve_rate(queue.tuner_window)
     audit = stats.audit_reject_share()
+    ratio_warning = stats.ratio_stays_above_one(now=now)
     return {
+        "announcement": announcement(queue, ratio_warning),
         "queue": queue,
         "now": now,
         "poll_seconds": POLL_SECONDS,
@@ -224,7 +248,7 @@ def dashboard_context() -> dict[str, Any]:
         "ratio_text": fmt_ratio(flow.ratio),
         "ratio_rule": rule_text,
         "ratio_css": rule_css,
-        "ratio_warning": stats.ratio_stays_above_one(now=now),
+        "ratio_warning": ratio_warning,
         "oldest_age": fmt_duration(stats.oldest_waiting_age(now=now)),
         "mode_rows": [(mode, fmt_duration(hour.get(mode, 0)), fmt_duration(day.get(mode, 0))) for mode in hour],
         "approve": approve,
@@ -241,8 +265,11 @@ def dashboard_context() -> dict[str, Any]:
 
 
 def rules_context() -> dict[str, Any]:
+    counts = stats.label_counts()
     return {
-        "label_counts": stats.label_counts(),
+        "label_counts": counts,
+        # Counted labels that no cheap mechanical gate can catch: said, not silently skipped.
+        "labels_without_gate": [label for label in counts if label not in FILTER_GATES],
         "rules": FilterRule.objects.select_related("decided_by").order_by("status", "-proposed_at"),
     }
 
@@ -260,14 +287,31 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 RULE_ACTIONS = {"enable": FilterRule.Status.ENABLED, "dismiss": FilterRule.Status.DISMISSED}
 
 
+@require_GET
+@operator_required
+def rule_preview(request: HttpRequest, rule_id: int) -> HttpResponse:
+    """Before a rule is enabled: what its gate would have filtered from the newest items."""
+    rule = get_object_or_404(FilterRule, pk=rule_id)
+    known = rule.gate in GATES
+    preview = stats.gate_preview(rule.gate) if known and rule.status != FilterRule.Status.ENABLED else None
+    return render(request, "ops/rule_preview.html", {"rule": rule, "preview": preview, "known_gate": known})
+
+
 @require_POST
 @operator_required
 def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse:
-    """Enable or dismiss a proposed filter rule (or change one's mind later)."""
+    """Enable or dismiss a proposed filter rule (or change one's mind later).
+    Enabling needs the confirmation sent from the preview page: a gate drops
+    output before any human sees it, so nobody turns one on unseen."""
     status = RULE_ACTIONS.get(action)
     if status is None:
         return HttpResponse("unknown action", status=400)
     rule = get_object_or_404(FilterRule, pk=rule_id)
+    if status == FilterRule.Status.ENABLED:
+        if request.POST.get("confirm") != "1":
+            return redirect("ops:rule_preview", rule_id=rule.pk)
+        if rule.gate not in GATES:  # admission refuses to run an unknown gate: never enable one
+            return HttpResponse("this rule's gate is not one this version knows; it cannot be enabled", status=400)
     FilterRule.objects.filter(pk=rule.pk).update(status=status, decided_by=request.user, decided_at=timezone.now())
     if request.htmx:
         return render(request, "ops/dashboard.html#rules", rules_context())
@@ -332,7 +376,7 @@ def live_initial(window_key: str) -> tuple[dict[str, Any], stats.Rates]:
 @operator_required
 def whatif(request: HttpRequest) -> HttpResponse:
     """The scenario form; ?preset=X or ?window=1h&live=1 only prefill it."""
-    from simulation import PRESETS
+    from simulation import PRESET_DESCRIPTIONS, PRESETS
 
     live_form = LiveWindowForm(request.GET if "live" in request.GET else None)
     live_flow: stats.Rates | None = None
@@ -352,6 +396,7 @@ def whatif(request: HttpRequest) -> HttpResponse:
             "live_flow": live_flow,
             "live_ratio": fmt_ratio(live_flow.ratio) if live_flow else None,
             "presets": sorted(PRESETS),
+            "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
             "preset": None if live_flow else preset,
             "runs": runs,
             "done_runs": [r for r in runs if r.status == SimulationRun.Status.DONE],
@@ -366,7 +411,7 @@ def whatif_run(request: HttpRequest) -> HttpResponse:
     """Start a simulation: small ones run in the request, larger ones in a Celery task."""
     form = WhatIfForm(request.POST)
     if not form.is_valid():
-        from simulation import PRESETS
+        from simulation import PRESET_DESCRIPTIONS, PRESETS
 
         return render(
             request,
@@ -375,6 +420,7 @@ def whatif_run(request: HttpRequest) -> HttpResponse:
                 "form": form,
                 "live_form": LiveWindowForm(),
                 "presets": sorted(PRESETS),
+                "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
                 "runs": SimulationRun.objects.order_by("-created_at", "-pk")[:20],
                 "inline_minutes": INLINE_SIMULATION_MINUTES,
             },
@@ -386,16 +432,31 @@ def whatif_run(request: HttpRequest) -> HttpResponse:
         params=form.params(),
         progress_total=form.cleaned_data["replications"],
     )
-    if form.simulated_minutes() <= INLINE_SIMULATION_MINUTES:
+    if form.runs_inline():
         execute_simulation(run.pk)
     else:
         transaction.on_commit(lambda: run_simulation.delay(run.pk))
     return redirect("ops:whatif_result", run_id=run.pk)
 
 
+def preset_of(scenario: dict[str, Any]) -> str | None:
+    """The preset a stored scenario is, if it is one unchanged."""
+    from simulation import PRESETS
+
+    return next((name for name, preset in PRESETS.items() if preset.to_dict() == scenario), None)
+
+
 def result_context(run: SimulationRun) -> dict[str, Any]:
     """What a finished (or running) simulation shows: numbers, chart, ratio rule."""
-    ctx: dict[str, Any] = {"run": run, "scenario": run.params.get("scenario", {})}
+    from simulation import PRESET_DESCRIPTIONS
+
+    scenario = run.params.get("scenario", {})
+    preset = preset_of(scenario)
+    ctx: dict[str, Any] = {
+        "run": run,
+        "scenario": scenario,
+        "preset_description": f"Preset {preset}. {PRESET_DESCRIPTIONS[preset]}" if preset else "",
+    }
     if run.status != SimulationRun.Status.DONE or not run.result:
         return ctx
     r = run.result
@@ -470,15 +531,28 @@ def export_download(request: HttpRequest) -> HttpResponse:
         return render(request, "ops/export.html", {"form": form}, status=400)
     fmt = form.cleaned_data["format"]
     content_type = "text/csv; charset=utf-8" if fmt == "csv" else "application/x-ndjson; charset=utf-8"
-    response = StreamingHttpResponse(export_lines(form.queryset(), fmt), content_type=content_type)
+    dataset = form.cleaned_data["dataset"]
+    response = StreamingHttpResponse(export_lines(form.queryset(), fmt, dataset), content_type=content_type)
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response["Content-Disposition"] = f'attachment; filename="verdicts-{stamp}.{fmt}"'
+    name = "dataset" if dataset else "verdicts"
+    response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.{fmt}"'
     return response
+
+
+# --- API reference ----------------------------------------------------------------------
+
+
+@require_GET
+@operator_required
+def api_docs(request: HttpRequest) -> HttpResponse:
+    """The interactive API reference (vendored Swagger UI over /api/openapi.json)."""
+    return render(request, "ops/api_docs.html")
 
 
 app_name = "ops"
 urlpatterns = [
     path("", dashboard, name="dashboard"),
+    path("rules/<int:rule_id>/preview/", rule_preview, name="rule_preview"),
     path("rules/<int:rule_id>/<str:action>/", rule_decide, name="rule_decide"),
     path("policy/", policy_settings, name="policy"),
     path("whatif/", whatif, name="whatif"),

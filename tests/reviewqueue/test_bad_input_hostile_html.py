@@ -163,7 +163,8 @@ def test_the_dashboard_and_its_fragments_render_hostile_fields_inert(hostile: di
     assert "&lt;img src=x onerror=alert(1)&gt;" in html  # the operator's name on the rule
     assert_inert(client.get("/ops/", **HX))
     assert_inert(client.get("/ops/", HTTP_HX_TARGET="rules", **HX))
-    assert_inert(client.post(f"/ops/rules/{hostile['rule'].pk}/enable/", **HX))
+    assert_inert(client.get(f"/ops/rules/{hostile['rule'].pk}/preview/"))
+    assert_inert(client.post(f"/ops/rules/{hostile['rule'].pk}/enable/", {"confirm": "1"}, **HX), shows_payload=False)
     # Without htmx the action redirects with a message naming the hostile gate.
     client.post(f"/ops/rules/{hostile['rule'].pk}/dismiss/")
     assert_inert(client.get("/ops/"))

@@ -116,10 +116,12 @@ def test_it_lists_the_circuit_breaker_log(client: Any, operator: Any, admit_item
 
 
 def test_it_enables_a_proposed_filter_rule(client: Any, operator: Any) -> None:
-    rule = FilterRule.objects.create(label="format_issue", gate="parses", description="output parses")
+    rule = FilterRule.objects.create(label="format_issue", gate="well_formed", description="output is well formed")
     client.force_login(operator)
     response = client.post(
-        reverse("ops:rule_decide", args=[rule.pk, "enable"]), headers={"HX-Request": "true", "HX-Target": "rules"}
+        reverse("ops:rule_decide", args=[rule.pk, "enable"]),
+        {"confirm": "1"},
+        headers={"HX-Request": "true", "HX-Target": "rules"},
     )
     assert response.status_code == 200
     rule.refresh_from_db()

@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import multiprocessing
 
 import pytest
 
@@ -81,3 +82,22 @@ def test_it_recommends_the_largest_production_within_the_target() -> None:
 def test_it_rejects_zero_replications() -> None:
     with pytest.raises(ValueError, match="replications"):
         run_replications(PRESETS["A"], 0)
+
+
+def _overflow_in_daemon(queue: "multiprocessing.Queue[object]") -> None:
+    try:
+        queue.put(run_replications(PRESETS["B"], 200, seed=7).mean("overflow_pct"))
+    except Exception as exc:  # noqa: BLE001 - the parent asserts on whatever happened
+        queue.put(repr(exc))
+
+
+def test_it_runs_a_large_batch_inside_a_daemonic_process() -> None:
+    # A Celery prefork child is daemonic: a pool of its own there used to fail
+    # with "daemonic processes are not allowed to have children".
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_overflow_in_daemon, args=(queue,), daemon=True)
+    child.start()
+    answer = queue.get(timeout=120)
+    child.join(timeout=10)
+    assert answer == pytest.approx(run_replications(PRESETS["B"], 200, seed=7, workers=1).mean("overflow_pct"))

@@ -21,6 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--until", help="ISO date/time (exclusive)")
         parser.add_argument("--label", choices=["unverified", "sampled"])
         parser.add_argument("--reviewer", help="username")
+        parser.add_argument("--dataset", action="store_true", help="add the task text, output and last error")
         parser.add_argument("--output", "-o", help="file to write (default: stdout)")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
@@ -32,6 +33,7 @@ class Command(BaseCommand):
                 "until": options["until"] or "",
                 "label": options["label"] or "",
                 "reviewer": options["reviewer"] or "",
+                "dataset": options["dataset"],
             }
         )
         if not form.is_valid():
@@ -39,7 +41,7 @@ class Command(BaseCommand):
             raise CommandError(problems)
         queryset = form.queryset()
         total = queryset.count()
-        lines = export_lines(queryset, options["format"])
+        lines = export_lines(queryset, options["format"], options["dataset"])
         bar = tqdm(total=total, unit="verdict", disable=options["no_progress"], file=sys.stderr)
         # The CSV header is one line more than there are verdicts; the bar counts verdicts.
         skip = 1 if options["format"] == "csv" else 0

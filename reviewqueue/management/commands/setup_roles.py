@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandError
 
-ROLE_PERMISSIONS = {"reviewer": ["review"], "operator": ["operate"]}
+from reviewqueue.access import ROLE_PERMISSIONS
 
 
 def ensure_groups() -> dict[str, Group]:
@@ -16,7 +16,10 @@ def ensure_groups() -> dict[str, Group]:
     groups = {}
     for role, codenames in ROLE_PERMISSIONS.items():
         group, _ = Group.objects.get_or_create(name=role)
-        perms = Permission.objects.filter(content_type__app_label="reviewqueue", codename__in=codenames)
+        perms = list(Permission.objects.filter(content_type__app_label="reviewqueue", codename__in=codenames))
+        missing = set(codenames) - {p.codename for p in perms}
+        if missing:  # a renamed model must not silently leave a role without its rights
+            raise CommandError(f"permissions missing for role {role}: {', '.join(sorted(missing))} (run migrate)")
         group.permissions.set(perms)
         groups[role] = group
     return groups

@@ -1,0 +1,76 @@
+"""The operator's admin: every model readable, only the policy writable (through the service)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+
+from reviewqueue.access import OPERATOR_CHANGES, OPERATOR_READS, ROLE_PERMISSIONS
+from reviewqueue.management.commands.setup_roles import ensure_groups
+from reviewqueue.models import PolicyAudit, QueuePolicy, ReviewItem
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_operator(operator: Any) -> Any:
+    operator.is_staff = True
+    operator.save()
+    return operator
+
+
+def test_setup_roles_gives_each_group_exactly_its_roles_permissions(roles: dict[str, Any]) -> None:
+    for role, codenames in ROLE_PERMISSIONS.items():
+        have = set(Group.objects.get(name=role).permissions.values_list("codename", flat=True))
+        assert have == set(codenames)
+
+
+def test_setup_roles_removes_a_permission_a_role_no_longer_has(roles: dict[str, Any]) -> None:
+    from django.contrib.auth.models import Permission
+
+    roles["reviewer"].permissions.add(Permission.objects.get(codename="change_reviewitem"))
+    ensure_groups()
+    assert not roles["reviewer"].permissions.filter(codename="change_reviewitem").exists()
+
+
+def test_the_operator_sees_every_queue_model_in_the_admin(client: Any, staff_operator: Any) -> None:
+    client.force_login(staff_operator)
+    body = client.get("/admin/").content.decode()
+    assert "You don’t have permission to view or edit anything" not in body
+    for model in (*OPERATOR_READS, *OPERATOR_CHANGES):
+        assert f'href="/admin/reviewqueue/{model}/"' in body, model
+        assert client.get(f"/admin/reviewqueue/{model}/").status_code == 200, model
+
+
+def test_the_operator_reads_items_but_cannot_write_them(client: Any, staff_operator: Any, admit_item: Any) -> None:
+    item = admit_item().item
+    client.force_login(staff_operator)
+    page = client.get(f"/admin/reviewqueue/reviewitem/{item.pk}/change/")
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()
+    client.post(f"/admin/reviewqueue/reviewitem/{item.pk}/change/", {"status": "approved"})
+    item.refresh_from_db()
+    assert item.status == ReviewItem.Status.PENDING
+    assert client.post(f"/admin/reviewqueue/reviewitem/{item.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert ReviewItem.objects.filter(pk=item.pk).exists()
+
+
+def test_the_operator_changes_the_policy_in_the_admin_with_an_audit(client: Any, staff_operator: Any) -> None:
+    queue = QueuePolicy.current()
+    client.force_login(staff_operator)
+    url = f"/admin/reviewqueue/queuepolicy/{queue.pk}/change/"
+    form = client.get(url).context["adminform"].form
+    data = {name: form.initial[name] for name in QueuePolicy.EDITABLE_FIELDS if form.initial.get(name) is not None}
+    data["capacity"] = 60
+    response = client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert QueuePolicy.current().capacity == 60
+    assert PolicyAudit.objects.filter(user=staff_operator).exists()
+
+
+def test_the_operator_cannot_see_tokens_or_users(client: Any, staff_operator: Any) -> None:
+    client.force_login(staff_operator)
+    assert client.get("/admin/reviewqueue/apitoken/").status_code == 403
+    assert client.get("/admin/auth/user/").status_code == 403

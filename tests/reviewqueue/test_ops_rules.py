@@ -1,0 +1,98 @@
+"""Filter rules: seen before enabled, confirmed, and proposed only where a gate fits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from reviewqueue import services
+from reviewqueue.models import FilterRule, LabelCount, ReviewItem
+from reviewqueue.policy import FILTER_GATES, proposed_filter_rules
+from reviewqueue.stats import gate_preview
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def mixed_outputs(admit_item: Any, reviewer: Any) -> list[ReviewItem]:
+    good = "def f(n):\n    return n + 1\n"
+    broken = "def f(n):\n    return n +\n"
+    items = [admit_item(final_output=out).item for out in (good, broken, good, broken, broken)]
+    # The reviewer approved the first broken one: a gate would have lost it.
+    services.claim(reviewer=reviewer)
+    first = ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED).get()
+    assert first.pk == items[0].pk
+    services.decide(item_id=first.pk, reviewer=reviewer, approve=True)
+    services.claim(reviewer=reviewer)
+    second = ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED).get()
+    services.decide(item_id=second.pk, reviewer=reviewer, approve=True)
+    return items
+
+
+def test_the_preview_counts_what_the_gate_would_have_filtered(mixed_outputs: list[ReviewItem]) -> None:
+    preview = gate_preview("python_syntax")
+    assert (preview.checked, preview.filtered) == (5, 3)
+    assert preview.filtered_approved == 1
+    assert [pk for pk, _, _ in preview.examples] == [mixed_outputs[4].pk, mixed_outputs[3].pk, mixed_outputs[1].pk]
+
+
+def test_the_preview_reads_only_the_newest_items(mixed_outputs: list[ReviewItem]) -> None:
+    assert gate_preview("python_syntax", limit=2).checked == 2
+
+
+def test_enabling_without_confirmation_shows_the_preview_instead(
+    client: Any, operator: Any, mixed_outputs: list[ReviewItem]
+) -> None:
+    rule = FilterRule.objects.create(label="code_error", gate="python_syntax", description="code must parse")
+    client.force_login(operator)
+    response = client.post(reverse("ops:rule_decide", args=[rule.pk, "enable"]))
+    assert response.status_code == 302
+    assert response["Location"] == reverse("ops:rule_preview", args=[rule.pk])
+    rule.refresh_from_db()
+    assert rule.status == FilterRule.Status.PROPOSED
+    body = client.get(response["Location"]).content.decode()
+    assert "Of the last <strong>5</strong> items that reached the queue" in body
+    assert '<strong id="preview-filtered">3</strong>' in body
+    assert "1 of them was approved by a reviewer" in body
+
+
+def test_enabling_with_confirmation_enables(client: Any, operator: Any) -> None:
+    rule = FilterRule.objects.create(label="code_error", gate="python_syntax", description="code must parse")
+    client.force_login(operator)
+    response = client.post(reverse("ops:rule_decide", args=[rule.pk, "enable"]), {"confirm": "1"})
+    assert response.status_code == 302
+    rule.refresh_from_db()
+    assert (rule.status, rule.decided_by) == (FilterRule.Status.ENABLED, operator)
+
+
+def test_the_preview_page_is_for_operators_only(client: Any, reviewer: Any) -> None:
+    rule = FilterRule.objects.create(label="code_error", gate="python_syntax", description="code must parse")
+    client.force_login(reviewer)
+    assert client.get(reverse("ops:rule_preview", args=[rule.pk])).status_code == 403
+
+
+def test_a_logic_error_proposes_no_todo_gate() -> None:
+    assert "logic_error" not in FILTER_GATES
+    assert all(gate != "no_todo" for gate, _ in FILTER_GATES.values())
+    assert proposed_filter_rules({"logic_error": 9, "code_error": 9}, threshold=3) == ["code_error"]
+
+
+def test_the_dashboard_says_why_a_counted_label_has_no_rule(client: Any, operator: Any) -> None:
+    LabelCount.objects.create(label="logic_error", count=5)
+    client.force_login(operator)
+    body = client.get(reverse("ops:dashboard")).content.decode()
+    assert 'id="labels-without-gate"' in body
+    assert "Logic errors need a demand red line" in body
+
+
+def test_a_rule_with_an_unknown_gate_cannot_be_enabled(client: Any, operator: Any) -> None:
+    rule = FilterRule.objects.create(label="code_error", gate="no_such_gate", description="?")
+    client.force_login(operator)
+    page = client.get(reverse("ops:rule_preview", args=[rule.pk])).content.decode()
+    assert 'id="unknown-gate"' in page and 'id="confirm-enable"' not in page
+    response = client.post(reverse("ops:rule_decide", args=[rule.pk, "enable"]), {"confirm": "1"})
+    assert response.status_code == 400
+    rule.refresh_from_db()
+    assert rule.status == FilterRule.Status.PROPOSED

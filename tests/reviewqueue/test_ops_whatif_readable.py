@@ -1,0 +1,128 @@
+"""What-if results an operator can read without the source at hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from reviewqueue.forms import MAX_SIMULATION_EVENTS, simulation_events
+from reviewqueue.models import SimulationRun
+from reviewqueue.ops_tasks import execute_simulation
+from simulation import PRESET_DESCRIPTIONS
+
+from .test_ops_whatif import _preset_form
+
+pytestmark = pytest.mark.django_db
+
+
+def _run(client: Any, name: str, **overrides: Any) -> tuple[SimulationRun, str]:
+    response = client.post(reverse("ops:whatif_run"), _preset_form(name, **overrides), follow=True)
+    return SimulationRun.objects.order_by("-pk").first(), response.content.decode()
+
+
+def test_it_describes_every_preset(client: Any, operator: Any) -> None:
+    client.force_login(operator)
+    body = client.get(reverse("ops:whatif")).content.decode()
+    for name, about in PRESET_DESCRIPTIONS.items():
+        assert f'id="preset-{name}-about"' in body
+        assert about in body
+
+
+def test_it_names_the_preset_on_its_result(client: Any, operator: Any) -> None:
+    client.force_login(operator)
+    _, body = _run(client, "D")
+    assert PRESET_DESCRIPTIONS["D"] in body
+
+
+def test_it_reports_draft_and_shedding_time_apart(client: Any, operator: Any) -> None:
+    client.force_login(operator)
+    run, body = _run(client, "B", backpressure="on")
+    r = run.result
+    assert r["time_in_draft_min"] == pytest.approx(r["mode_minutes"]["draft"])
+    assert r["time_shedding_min"] == pytest.approx(r["mode_minutes"]["shedding"])
+    assert r["minutes_with_loss"] > 0
+    assert "Time in draft mode" in body and "Time shedding at capacity" in body
+
+
+def test_it_explains_losses_with_backpressure_off(client: Any, operator: Any) -> None:
+    client.force_login(operator)
+    form = _preset_form("B")
+    form.pop("backpressure", None)
+    response = client.post(reverse("ops:whatif_run"), form, follow=True)
+    body = response.content.decode()
+    run = SimulationRun.objects.get()
+    assert run.result["dropped"] > 0
+    assert run.result["minutes_with_loss"] > 0
+    assert "backpressure is off, so the queue never changes mode" in body
+    assert "arrivals refused while the queue was full" in body
+    assert "0.0 min" not in body.split('id="at-capacity')[1].split("</tr>")[0]
+
+
+def test_it_shows_the_final_step_limit_as_a_whole_number(client: Any, operator: Any) -> None:
+    client.force_login(operator)
+    run, body = _run(client, "B", backpressure="on")
+    median = run.result["step_limit_final_median"]
+    assert isinstance(median, int)
+    cell = body.split('class="step-limit-final">')[1].split("<")[0]
+    assert cell == str(median)
+
+
+def test_its_long_run_recommendation_never_exceeds_the_review_rate(client: Any, operator: Any) -> None:
+    client.force_login(operator)
+    run, body = _run(client, "B", target_overflow_pct=1.0)
+    r = run.result
+    assert 0 < r["stable_production_per_min"] <= 3.0
+    # The horizon figure may exceed review: a 120-minute run starts empty. It says so.
+    assert r["recommended_production_per_min"] > 3.0
+    assert r["horizon_min"] == 120
+    assert "For 120 minutes from an empty queue" in body
+    assert "only because an empty queue absorbs the surplus" in body
+
+
+def test_it_refuses_a_run_too_large_to_finish_in_plain_words(client: Any, operator: Any) -> None:
+    client.force_login(operator)
+    response = client.post(reverse("ops:whatif_run"), _preset_form("B", replications=500, duration_min=100_000))
+    assert response.status_code == 400
+    assert not SimulationRun.objects.exists()
+    message = response.context["form"].errors["replications"][0]
+    assert "too large to finish in time" in message
+    assert "Use at most 5 replications" in message
+
+
+def test_it_accepts_the_largest_run_allowed(client: Any, operator: Any) -> None:
+    duration = int(MAX_SIMULATION_EVENTS // (500 * (5 + 3 + 10)))
+    assert simulation_events(500, duration, 5, 3) <= MAX_SIMULATION_EVENTS
+    form = _preset_form("B", replications=500, duration_min=duration)
+    client.force_login(operator)
+    from unittest import mock
+
+    with mock.patch("reviewqueue.views.ops.run_simulation.delay"):
+        response = client.post(reverse("ops:whatif_run"), form)
+    assert response.status_code == 302
+
+
+def test_it_says_why_a_run_failed_without_a_python_error(client: Any, operator: Any) -> None:
+    run = SimulationRun.objects.create(params={"scenario": {"capacity": -3}, "replications": 1})
+    execute_simulation(run.pk)
+    run.refresh_from_db()
+    assert run.error.startswith("The scenario is not valid: capacity")
+    client.force_login(operator)
+    body = client.get(reverse("ops:whatif_result", args=[run.pk])).content.decode()
+    assert run.error in body
+    assert "ValueError" not in body and "Traceback" not in body
+
+
+def test_it_says_an_unexpected_error_in_plain_words(operator: Any, monkeypatch: Any) -> None:
+    import simulation
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("daemonic processes are not allowed to have children")
+
+    monkeypatch.setattr(simulation, "run_replications", boom)
+    run = SimulationRun.objects.create(params={"scenario": {}, "replications": 1})
+    assert execute_simulation(run.pk) == "failed"
+    run.refresh_from_db()
+    assert "daemonic" not in run.error
+    assert "unexpected error" in run.error

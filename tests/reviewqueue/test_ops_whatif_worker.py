@@ -1,0 +1,61 @@
+"""A large what-if runs on a real Celery prefork worker, as in production.
+
+A prefork pool child is a daemonic process, and a daemonic process may not
+start a process pool of its own: the simulation must stay in the child.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from reviewqueue.models import SimulationRun
+
+from .test_ops_whatif import _preset_form
+from .worker_helpers import Workers, publishing_to, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def broker_url(tmp_path: Path) -> Iterator[str]:
+    redis_url = os.environ.get("REDIS_URL")
+    if redis_url:
+        import redis
+
+        url = redis_url.rsplit("/", 1)[0] + "/" + os.environ.get("TEST_REDIS_DB", "14")
+        redis.Redis.from_url(url).flushdb()
+        yield url
+        redis.Redis.from_url(url).flushdb()
+    else:
+        yield f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+
+
+@pytest.fixture
+def start_worker(broker_url: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    # The simulation task sets its own time limits; the worker's defaults stay.
+    workers = Workers(broker_url, tmp_path, CELERY_TASK_SOFT_TIME_LIMIT="300", CELERY_TASK_TIME_LIMIT="360")
+    yield workers.start
+    workers.kill_all()
+
+
+def test_300_replications_finish_on_a_prefork_worker(
+    client: Any, operator: Any, start_worker: Any, broker_url: str
+) -> None:
+    start_worker(concurrency=1)
+    client.force_login(operator)
+    with publishing_to(broker_url):
+        response = client.post(reverse("ops:whatif_run"), _preset_form("B", replications=300))
+    assert response.status_code == 302
+    run = SimulationRun.objects.get()
+    wait_for(lambda: SimulationRun.objects.filter(pk=run.pk, status__in=("done", "failed")).exists(), timeout=120)
+    run.refresh_from_db()
+    assert run.error == ""
+    assert run.status == SimulationRun.Status.DONE
+    assert run.result["replications"] == 300
+    assert run.progress_done == run.progress_total == 300
