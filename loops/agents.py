@@ -1,6 +1,6 @@
 """Agents behind one small interface: a prompt in, an :class:`AgentReply` out.
 
-The runner never asks an agent whether it is done (DESIGN.md rule 1): an agent
+The runner never asks an agent whether it is done (ARCHITECTURE.md rule 1): an agent
 only answers prompts; red lines and stop guards decide when the loop ends.
 """
 

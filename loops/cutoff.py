@@ -1,4 +1,4 @@
-"""Cutoff preprocessing (DESIGN.md rule 4): what of a loop reaches a reviewer.
+"""Cutoff preprocessing (ARCHITECTURE.md rule 4): what of a loop reaches a reviewer.
 
 Only the reviewed output (the best attempt's, thinking stripped), that
 attempt's error, which attempt it is and how many checks it passed (with the

@@ -1,4 +1,4 @@
-"""Assertion-safe hints (DESIGN.md rule 5).
+"""Assertion-safe hints (ARCHITECTURE.md rule 5).
 
 The next prompt is rebuilt from what the agent did: its failure class, which
 check ids failed, the attempt count, and what its own code raised or printed.

@@ -1,6 +1,6 @@
 """The loop runner: attempt, check, hint, repeat, until a stop guard fires.
 
-Stop guards, first to fire wins (DESIGN.md rule 6): red line passed
+Stop guards, first to fire wins (ARCHITECTURE.md rule 6): red line passed
 (converged), step limit, stuck, oscillation, regression, wall clock, token
 budget. The agent's own opinion of its answer is never consulted.
 

@@ -1,4 +1,4 @@
-"""Stop rules for loops whose only signal is a noisy score (DESIGN.md rule 6).
+"""Stop rules for loops whose only signal is a noisy score (ARCHITECTURE.md rule 6).
 
 A rule sees every score observed so far, oldest first, and answers "stop now?".
 It never sees the hidden quality the score is a noisy reading of. The step cap is

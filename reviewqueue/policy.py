@@ -16,7 +16,7 @@ from enum import StrEnum
 
 
 class Mode(StrEnum):
-    """The queue's flow mode (DESIGN.md rule 7)."""
+    """The queue's flow mode (ARCHITECTURE.md rule 7)."""
 
     NORMAL = "normal"
     DRAFT = "draft"  # above the high watermark: new loops run once, output tagged draft
@@ -147,7 +147,7 @@ def plain_enqueue_depths(mode: Mode, marks: Watermarks) -> range:
 
 @dataclass(frozen=True)
 class TunerConfig:
-    """The step-limit tuner (DESIGN.md rule 8)."""
+    """The step-limit tuner (ARCHITECTURE.md rule 8)."""
 
     window: int = 10
     approve_high: float = 0.8

@@ -48,7 +48,7 @@ SLICE = timedelta(minutes=5)
 @dataclass(frozen=True)
 class Rates:
     """Flow through the queue over one window. ``ratio`` is production over
-    review (DESIGN.md rule 9); None when nothing arrived and nothing was decided."""
+    review (ARCHITECTURE.md rule 9); None when nothing arrived and nothing was decided."""
 
     window_min: float
     arrivals: int

@@ -121,7 +121,7 @@ class Scenario:
 
     @property
     def ratio(self) -> float:
-        """Production over review capacity (DESIGN.md rule 9)."""
+        """Production over review capacity (ARCHITECTURE.md rule 9)."""
         if self.review_per_min == 0:
             return math.inf
         return self.production_per_min / self.review_per_min

@@ -155,7 +155,7 @@ def fmt_ratio(ratio: float | None) -> str:
 
 
 def ratio_rule(ratio: float | None) -> tuple[str, str]:
-    """DESIGN.md rule 9 in words, with a css class for its tone."""
+    """ARCHITECTURE.md rule 9 in words, with a css class for its tone."""
     if ratio is None:
         return "no flow measured", "muted"
     if math.isinf(ratio):

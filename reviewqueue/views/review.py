@@ -3,7 +3,7 @@
 Every view parses, calls a service, renders. With ``HX-Request`` a view
 answers with the card fragment (plus the context panel out of band); without
 it, a POST redirects back to the page, so the whole flow works as plain forms.
-The reviewer is the scarcest resource (DESIGN.md rule 9): no awkward case ends
+The reviewer is the scarcest resource (ARCHITECTURE.md rule 9): no awkward case ends
 on an error page, each one says what happened and shows what to do next.
 """
 
