@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import kombu.pools
 from celery import Celery
 from django.db import connection
 
@@ -240,6 +241,10 @@ def publishing_to(broker_url: str) -> Iterator[Celery]:
             app._pool.force_close_all()
         app._pool = None
         app.amqp._producer_pool = None
+        # kombu also keeps producer and connection pools per broker URL in a
+        # process-wide registry; a pool closed by an earlier test for the same
+        # URL would otherwise answer "Acquire on closed pool".
+        kombu.pools.reset()
 
     app.conf.broker_url = broker_url
     app.conf.broker_transport_options = {}
