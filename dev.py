@@ -119,9 +119,9 @@ def demo_logins() -> dict[str, str]:
 # arrive after ~5 minutes and recede after ~20, losing nothing: checked with
 # `python -m simulation demo-load`, whose defaults these are.
 DEMO_LOAD_DEFAULTS = {
-    "DEMO_ROUND_SECONDS": 40.0,
-    "DEMO_BUSY_MINUTES": 6.0,
-    "DEMO_QUIET_MINUTES": 24.0,
+    "DEMO_ROUND_SECONDS": 60.0,
+    "DEMO_BUSY_MINUTES": 7.0,
+    "DEMO_QUIET_MINUTES": 23.0,
     "DEMO_BATCH": 1.0,
 }
 

@@ -29,16 +29,16 @@ class DemoLoad:
     """The demo's load knobs (dev.py's DEMO_* variables) and what they meet."""
 
     # Chosen with judge(): the most robust of a grid over round_seconds
-    # 40-60, busy 6-11 and quiet 18-24 minutes (see the README's demo section).
-    round_seconds: float = 40.0  # while busy, one round of the suite this often
-    busy_minutes: float = 6.0
-    quiet_minutes: float = 24.0
+    # 40-70, busy 6-9 and quiet 21-24 minutes (see the README's demo section).
+    round_seconds: float = 60.0  # while busy, one round of the suite this often
+    busy_minutes: float = 7.0
+    quiet_minutes: float = 23.0
     batch: int = 1  # copies of the suite per round
-    # Per copy of the suite: the conceptual (3) and open (3) tasks are cut off
-    # and queued; in draft mode the four repairable ones run once and mostly
-    # fail their first attempt, so they are queued too (as drafts).
-    cut_off_normal: int = 6
-    cut_off_draft: int = 9
+    # Per copy of the suite: the conceptual (3), open (3) and regressing (2)
+    # tasks are cut off and queued; in draft mode every task runs once and
+    # none passes its first attempt, so all twelve are queued (as drafts).
+    cut_off_normal: int = 8
+    cut_off_draft: int = 12
     round_spread_seconds: float = 30.0  # a round's loops finish over this long
     review_per_min: float = 2.0  # one reviewer at a normal pace: 30 s a decision
     capacity: int = 50

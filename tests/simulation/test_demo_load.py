@@ -82,3 +82,20 @@ def test_the_waves_submit_rounds_only_while_busy(dev: Any, monkeypatch: Any) -> 
     # Rounds at 0, 40, 80 s of each wave (120 s busy), none in the quiet part.
     assert len(started) == 6
     assert all(cmd[-4:] == ["--repeat", "1", "--batch", "1"] for cmd in started)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("draft", [False, True])
+def test_the_model_counts_the_cut_offs_the_built_in_suite_really_makes(draft: bool) -> None:
+    # The demo's numbers were chosen on these counts: a task added to the
+    # suite changes the load, and this keeps the model from drifting from it.
+    from loops.agents import make_agent
+    from loops.runner import LoopConfig, run_task
+    from loops.tasks import builtin_suite
+
+    cut_off = sum(
+        not run_task(task, make_agent("scripted", task=task), LoopConfig(draft=draft)).converged
+        for task in builtin_suite()
+    )
+    load = DemoLoad()
+    assert cut_off == (load.cut_off_draft if draft else load.cut_off_normal)
