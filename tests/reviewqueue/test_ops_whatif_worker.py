@@ -6,7 +6,6 @@ start a process pool of its own: the simulation must stay in the child.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,20 +19,6 @@ from .test_ops_whatif import _preset_form
 from .worker_helpers import Workers, publishing_to, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture
-def broker_url(tmp_path: Path) -> Iterator[str]:
-    redis_url = os.environ.get("REDIS_URL")
-    if redis_url:
-        import redis
-
-        url = redis_url.rsplit("/", 1)[0] + "/" + os.environ.get("TEST_REDIS_DB", "14")
-        redis.Redis.from_url(url).flushdb()
-        yield url
-        redis.Redis.from_url(url).flushdb()
-    else:
-        yield f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
 
 
 @pytest.fixture

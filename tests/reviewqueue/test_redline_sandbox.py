@@ -5,8 +5,6 @@ checks are refused (API), runs fail (worker) and the dashboard says so."""
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,20 +92,6 @@ def test_the_dashboard_shows_a_banner_when_the_red_line_is_not_sandboxed(
     monkeypatch.setenv(sandbox.MODE_ENV, "none")
     page = client.get("/ops/").content.decode()
     assert 'id="sandbox-banner"' in page and "not sandboxed" in page
-
-
-@pytest.fixture
-def broker_url(tmp_path: Path) -> Iterator[str]:
-    redis_url = os.environ.get("REDIS_URL")
-    if redis_url:
-        import redis
-
-        url = redis_url.rsplit("/", 1)[0] + "/" + os.environ.get("TEST_REDIS_DB", "14")
-        redis.Redis.from_url(url).flushdb()
-        yield url
-        redis.Redis.from_url(url).flushdb()
-    else:
-        yield f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
 
 
 @pytest.mark.slow

@@ -26,21 +26,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
-def broker_url(tmp_path: Path) -> Iterator[str]:
-    redis_url = os.environ.get("REDIS_URL")
-    if redis_url:
-        import redis
-
-        # A database of its own (TEST_REDIS_DB, default 14), flushed before and after.
-        url = redis_url.rsplit("/", 1)[0] + "/" + os.environ.get("TEST_REDIS_DB", "14")
-        redis.Redis.from_url(url).flushdb()
-        yield url
-        redis.Redis.from_url(url).flushdb()
-    else:
-        yield f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
-
-
-@pytest.fixture
 def start_worker(broker_url: str, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen]]:
     workers = Workers(broker_url, tmp_path)
     yield workers.start

@@ -178,8 +178,10 @@ class Workers:
 
 
 def sender(broker_url: str) -> Celery:
-    """A bare Celery app that only publishes, as a separate producer would."""
-    return Celery("sender", broker=broker_url)
+    """A bare Celery app that only publishes, as a separate producer would.
+    Not the current app: shared tasks published later in this process (by
+    views under test) must keep going through the project's own app."""
+    return Celery("sender", broker=broker_url, set_as_current=False)
 
 
 def send(app: Celery, task_id: str, run_id: str, **kwargs: Any) -> None:
