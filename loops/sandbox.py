@@ -364,24 +364,31 @@ def _probe(bwrap: str, uid: int | None, python: str) -> str | None:
 def _run_probe(bwrap: str, uid: int | None, python: str) -> str | None:
     if not (os.path.isfile(bwrap) and os.access(bwrap, os.X_OK)) and not shutil.which(bwrap):
         return f"bubblewrap is not installed ({bwrap} not found)"
-    command = bwrap_command(bwrap, python, ["-I", "-S", "-c", "print('ok')"])
     try:
-        done = subprocess.run(
-            command,
-            env={},
-            capture_output=True,
-            timeout=30,
-            check=False,
-            user=uid,
-            group=uid,
-            extra_groups=[] if uid is not None else None,
-        )
+        done = _run_once(bwrap, uid, python, ["-I", "-S", "-c", "print('ok')"])
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap did not start: {exc}"
     if done.returncode != 0 or done.stdout.strip() != b"ok":
         detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
         return f"bubblewrap could not start the sandbox ({detail[-1] if detail else f'exit {done.returncode}'})"
     return None
+
+
+def _run_once(
+    bwrap: str, uid: int | None, python: str, argv: list[str], stdin: bytes = b""
+) -> subprocess.CompletedProcess[bytes]:
+    """One short sandboxed run for a probe: empty environment, dropped uid."""
+    return subprocess.run(
+        bwrap_command(bwrap, python, argv),
+        input=stdin,
+        env={},
+        capture_output=True,
+        timeout=30,
+        check=False,
+        user=uid,
+        group=uid,
+        extra_groups=[] if uid is not None else None,
+    )
 
 
 _bytecode_ok: dict[tuple[str, int | None, str], bool] = {}
@@ -395,19 +402,8 @@ def _reads_our_bytecode(bwrap: str, uid: int | None, python: str) -> bool:
     with _probe_lock:
         if key not in _bytecode_ok:
             code = marshal.dumps(compile("print('ok')", "<probe>", "exec"))
-            command = bwrap_command(bwrap, python, ["-I", "-S", "-c", BOOTSTRAP, str(len(code))])
             try:
-                done = subprocess.run(
-                    command,
-                    input=code,
-                    env={},
-                    capture_output=True,
-                    timeout=30,
-                    check=False,
-                    user=uid,
-                    group=uid,
-                    extra_groups=[] if uid is not None else None,
-                )
+                done = _run_once(bwrap, uid, python, ["-I", "-S", "-c", BOOTSTRAP, str(len(code))], code)
                 _bytecode_ok[key] = done.returncode == 0 and done.stdout.strip() == b"ok"
             except (OSError, subprocess.SubprocessError):
                 _bytecode_ok[key] = False
