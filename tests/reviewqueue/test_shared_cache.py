@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,24 +19,39 @@ from django.conf import settings as django_settings
 from django.core.cache import cache, caches
 from django.db import connection, connections
 from django.test import Client
+from django_ratelimit.core import _get_window
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 6
-ADDRESS = "203.0.113.50"
+HOUR = 3600
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# Signs in with a wrong password from ADDRESS, in a process of its own on the
-# same database, and prints the status codes it got.
+# Signs in with a wrong password from the address in argv[1], in a process of
+# its own on the same database, and prints the status codes it got.
 CHILD = f"""
-import json, django
+import json, sys, django
 django.setup()
 from django.test import Client
 client = Client()
-codes = [client.post("/login/", {{"username": "rita", "password": "wrong"}}, REMOTE_ADDR="{ADDRESS}").status_code
+codes = [client.post("/login/", {{"username": "rita", "password": "wrong"}}, REMOTE_ADDR=sys.argv[1]).status_code
          for _ in range({LIMIT // 2})]
 print(json.dumps(codes))
 """
+
+
+def _address_far_from_a_window_edge() -> str:
+    """A client address whose rate-limit window has ten minutes or more left.
+
+    django-ratelimit counts in fixed windows whose edges are spread per key.
+    If an edge fell between the two processes' attempts, each would count in
+    a fresh window and the limit would (rightly) not trip, so the test picks
+    an address whose current hour-long window outlasts the test."""
+    for host in range(1, 255):
+        address = f"203.0.113.{host}"
+        if _get_window(address, HOUR) - time.time() > 600:
+            return address
+    raise AssertionError("every address's window ends within ten minutes")  # 254 spread edges: cannot happen
 
 
 def _database_url() -> str:
@@ -53,26 +69,27 @@ def test_the_embedded_defaults_use_the_database_cache() -> None:
 
 
 def test_two_processes_count_sign_in_attempts_against_one_limit(settings: Any, reviewer: Any) -> None:
-    settings.LOGIN_RATE_LIMIT = f"{LIMIT}/m"
+    settings.LOGIN_RATE_LIMIT = f"{LIMIT}/h"
+    address = _address_far_from_a_window_edge()
     cache.clear()
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "DJANGO_SETTINGS_MODULE": "reviewqueue.settings",
         "DATABASE_URL": _database_url(),
-        "LOGIN_RATE_LIMIT": f"{LIMIT}/m",
+        "LOGIN_RATE_LIMIT": f"{LIMIT}/h",
         "SECURE_SSL_REDIRECT": "0",
         "ALLOWED_HOSTS": "testserver",
         "SECRET_KEY": django_settings.SECRET_KEY,
         "LOG_LEVEL": "ERROR",
     }
     child = subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", CHILD, address], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
     )
     assert json.loads(child.stdout.strip().splitlines()[-1]) == [200] * (LIMIT // 2)
     client = Client()
     mine = [
-        client.post("/login/", {"username": "rita", "password": "wrong"}, REMOTE_ADDR=ADDRESS).status_code
+        client.post("/login/", {"username": "rita", "password": "wrong"}, REMOTE_ADDR=address).status_code
         for _ in range(LIMIT // 2 + 1)
     ]
     # The other process's attempts counted here: this one is refused after LIMIT // 2.
