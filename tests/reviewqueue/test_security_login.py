@@ -9,14 +9,16 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
+from .limits import address_far_from_a_window_edge
+
 LIMIT = 3
-ATTACKER = "203.0.113.7"
+ATTACKER = address_far_from_a_window_edge("203.0.113")
 BYSTANDER = "198.51.100.9"
 
 
 @pytest.fixture(autouse=True)
 def small_limit(settings: Any, db: None) -> Iterator[None]:  # the counters live in the database cache
-    settings.LOGIN_RATE_LIMIT = f"{LIMIT}/m"
+    settings.LOGIN_RATE_LIMIT = f"{LIMIT}/h"
     settings.RATELIMIT_ENABLE = True
     cache.clear()  # counters live in the cache; start every test from zero
     yield

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,11 @@ from django.conf import settings as django_settings
 from django.core.cache import cache, caches
 from django.db import connection, connections
 from django.test import Client
-from django_ratelimit.core import _get_window
+
+from .limits import address_far_from_a_window_edge
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 6
-HOUR = 3600
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,19 +38,6 @@ codes = [client.post("/login/", {{"username": "rita", "password": "wrong"}}, REM
 print(json.dumps(codes))
 """
 
-
-def _address_far_from_a_window_edge() -> str:
-    """A client address whose rate-limit window has ten minutes or more left.
-
-    django-ratelimit counts in fixed windows whose edges are spread per key.
-    If an edge fell between the two processes' attempts, each would count in
-    a fresh window and the limit would (rightly) not trip, so the test picks
-    an address whose current hour-long window outlasts the test."""
-    for host in range(1, 255):
-        address = f"203.0.113.{host}"
-        if _get_window(address, HOUR) - time.time() > 600:
-            return address
-    raise AssertionError("every address's window ends within ten minutes")  # 254 spread edges: cannot happen
 
 
 def _database_url() -> str:
@@ -70,7 +56,7 @@ def test_the_embedded_defaults_use_the_database_cache() -> None:
 
 def test_two_processes_count_sign_in_attempts_against_one_limit(settings: Any, reviewer: Any) -> None:
     settings.LOGIN_RATE_LIMIT = f"{LIMIT}/h"
-    address = _address_far_from_a_window_edge()
+    address = address_far_from_a_window_edge("203.0.113")
     cache.clear()
     env = {
         **os.environ,
