@@ -1,0 +1,65 @@
+"""Settings read from the environment: a typo stops start-up with the knob's
+name instead of quietly picking a value."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from reviewqueue.settings import envbool, envint
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("value", ["1", "true", "Yes", " ON "])
+def test_yes_words_read_as_true(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("RQ_TEST_KNOB", value)
+    assert envbool("RQ_TEST_KNOB", False) is True
+
+
+@pytest.mark.parametrize("value", ["0", "false", "No", "off"])
+def test_no_words_read_as_false(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("RQ_TEST_KNOB", value)
+    assert envbool("RQ_TEST_KNOB", True) is False
+
+
+@pytest.mark.parametrize("value", [None, "", "  "])
+def test_an_unset_or_empty_knob_keeps_its_default(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+    if value is None:
+        monkeypatch.delenv("RQ_TEST_KNOB", raising=False)
+    else:
+        monkeypatch.setenv("RQ_TEST_KNOB", value)
+    assert envbool("RQ_TEST_KNOB", True) is True
+    assert envint("RQ_TEST_KNOB", 7) == 7
+
+
+@pytest.mark.parametrize("value", ["ture", "flase", "2", "enabled"])
+def test_a_typo_in_a_yes_no_knob_raises_and_names_it(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("RQ_TEST_KNOB", value)
+    with pytest.raises(ImproperlyConfigured, match=f"RQ_TEST_KNOB='{value}' is not a yes/no value"):
+        envbool("RQ_TEST_KNOB", False)
+
+
+def test_a_number_knob_that_is_not_a_number_raises_and_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RQ_TEST_KNOB", "15m")
+    with pytest.raises(ImproperlyConfigured, match="RQ_TEST_KNOB='15m' is not a whole number"):
+        envint("RQ_TEST_KNOB", 0)
+
+
+def test_the_project_refuses_to_start_with_a_mistyped_security_knob() -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "reviewqueue.settings", "SECURE_SSL_REDIRECT": "ture"}
+    started = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert started.returncode != 0
+    assert "SECURE_SSL_REDIRECT='ture' is not a yes/no value" in started.stderr
