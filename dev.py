@@ -171,47 +171,46 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def demo_accounts(manage: list[str], env: dict[str, str]) -> dict[str, str]:
+    """Migrate, and make the demo's reviewer and operator with this checkout's passwords."""
+    sh(*manage, "migrate", "--no-input", "-v", "0", env=env)
+    logins = demo_logins()
+    sh(*manage, "setup_roles", "--user", "reviewer", "--role", "reviewer", "--password", logins["reviewer"], env=env)
+    operator = ["--user", "operator", "--role", "operator", "--password", logins["operator"], "--staff"]
+    sh(*manage, "setup_roles", *operator, env=env)
+    return logins
+
+
+def demo_processes(manage: list[str], env: dict[str, str], port: int) -> list[subprocess.Popen]:
+    """A Celery worker with beat, and the web server."""
+    schedule = str(ROOT / "var" / "celerybeat-schedule")
+    worker = [str(PY), "-m", "celery", "-A", "reviewqueue.celery", "worker", "-B", "--concurrency=2"]
+    return [
+        subprocess.Popen([*worker, "--loglevel=WARNING", "-s", schedule], cwd=ROOT, env=env),
+        subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT, env=env),
+    ]
+
+
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    """Ctrl-C each, then wait; whatever is still running after 15 s is killed."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def demo(port: int = 8000) -> int:
     load = demo_load()
     ensure_venv()
     ensure_bubblewrap()
     env = redline_env({**os.environ, "DEBUG": os.environ.get("DEBUG", "1"), "PYTHONUNBUFFERED": "1"})
     manage = [str(PY), "manage.py"]
-    sh(*manage, "migrate", "--no-input", "-v", "0", env=env)
-    logins = demo_logins()
-    sh(*manage, "setup_roles", "--user", "reviewer", "--role", "reviewer", "--password", logins["reviewer"], env=env)
-    sh(
-        *manage,
-        "setup_roles",
-        "--user",
-        "operator",
-        "--role",
-        "operator",
-        "--password",
-        logins["operator"],
-        "--staff",
-        env=env,
-    )
-    procs = [
-        subprocess.Popen(
-            [
-                str(PY),
-                "-m",
-                "celery",
-                "-A",
-                "reviewqueue.celery",
-                "worker",
-                "-B",
-                "--concurrency=2",
-                "--loglevel=WARNING",
-                "-s",
-                str(ROOT / "var" / "celerybeat-schedule"),
-            ],
-            cwd=ROOT,
-            env=env,
-        ),
-        subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT, env=env),
-    ]
+    logins = demo_accounts(manage, env)
+    procs = demo_processes(manage, env, port)
     waves = Waves(load, manage, env)
     time.sleep(3)
     print(
@@ -234,14 +233,7 @@ def demo(port: int = 8000) -> int:
         pass
     finally:
         waves.stop()
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
     return 0
 
 
