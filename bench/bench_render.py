@@ -26,7 +26,8 @@ from benchlib import median_seconds
 
 from reviewqueue.templatetags.review_tags import render_output
 
-SERVICES = (Path(__file__).resolve().parent.parent / "reviewqueue" / "services.py").read_text()
+# Real Python source to render: a module of the project that stays put.
+SOURCE = (Path(__file__).resolve().parent.parent / "reviewqueue" / "models.py").read_text()
 
 
 def cases(n: int) -> dict[str, str]:
@@ -46,7 +47,7 @@ def cases(n: int) -> dict[str, str]:
         "one line of spaces": " " * n,
         "class line without colon": "class a" + "a" * (n - 7),
         "deep JSON": "[" * n,
-        "Python source": fit(SERVICES),
+        "Python source": fit(SOURCE),
         "Pygments-slow Python tokens": "import a\n" + fit("a ")[: n - 9],
         "fenced Pygments-slow tokens": "```python\n" + fit("(")[: n - 14] + "\n```",
     }
