@@ -40,8 +40,8 @@ RAW_INSERT = """
 INSERT INTO reviewqueue_reviewitem (
     task_id, task_kind, task_description, final_output, output_truncated, last_error,
     attempt_count, cutoff_reason, label, draft, priority, status, lease_expiries,
-    source_run_id, producer, idempotency_key, filter_reason, created_at, updated_at
-) VALUES (%s, %s, %s, %s, false, %s, %s, %s, 'unverified', false, %s, 'pending', 0, %s, %s, %s, '', %s, %s)
+    source_run_id, producer, idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at
+) VALUES (%s, %s, %s, %s, false, %s, %s, %s, 'unverified', false, %s, 'pending', 0, %s, %s, %s, '', 0, '', %s, %s)
 """
 
 

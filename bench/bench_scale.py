@@ -31,13 +31,13 @@ SEED_ITEMS = """
 INSERT INTO reviewqueue_reviewitem (
     task_id, task_kind, task_description, final_output, output_truncated, last_error, attempt_count,
     cutoff_reason, label, draft, priority, status, lease_expiries, source_run_id, producer,
-    idempotency_key, filter_reason, failing_checks, created_at, updated_at, claimed_at, decided_at
+    idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at, claimed_at, decided_at
 )
 SELECT 'task-' || g, 'code', 'Write is_even (task ' || g || ')',
        'def is_even(n):\n    return n %% 2 == 0\n', false, 'AssertionError:check_2', 5,
        'step_limit', CASE WHEN mod(g, 20) = 0 THEN 'sampled' ELSE 'unverified' END, false, mod(g, 3),
        CASE WHEN mod(g, 4) = 0 THEN 'rejected' ELSE 'approved' END, 0, 'run-' || g, 'seed',
-       'hist-' || g, '', '[]', t - interval '2 minutes', t, t - interval '1 minute', t
+       'hist-' || g, '', 0, '', t - interval '2 minutes', t, t - interval '1 minute', t
 FROM (SELECT g, now() - interval '30 days' * (g::float / %(n)s) - interval '20 minutes' AS t
       FROM generate_series(1, %(n)s) AS g) AS s
 """
@@ -51,12 +51,12 @@ SEED_PENDING = """
 INSERT INTO reviewqueue_reviewitem (
     task_id, task_kind, task_description, final_output, output_truncated, last_error, attempt_count,
     cutoff_reason, label, draft, priority, status, lease_expiries, source_run_id, producer,
-    idempotency_key, filter_reason, failing_checks, created_at, updated_at
+    idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at
 )
 SELECT 'task-p' || g, 'code', 'Write is_even (pending ' || g || ')',
        'def is_even(n):\n    return n %% 2 == 0\n', false, 'AssertionError:check_2', 5,
        'step_limit', 'unverified', false, mod(g, 3), 'pending', 0, 'run-p' || g, 'seed',
-       'pend-' || g, '', '[]', now() - interval '1 hour' * (g::float / %(n)s), now() - interval '1 hour' * (g::float / %(n)s)
+       'pend-' || g, '', 0, '', now() - interval '1 hour' * (g::float / %(n)s), now() - interval '1 hour' * (g::float / %(n)s)
 FROM generate_series(1, %(n)s) AS g
 """
 # One day of 10-second depth samples, the same on both sizes: the dashboard reads an hour of them.
