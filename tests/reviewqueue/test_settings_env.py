@@ -63,3 +63,22 @@ def test_the_project_refuses_to_start_with_a_mistyped_security_knob() -> None:
     )
     assert started.returncode != 0
     assert "SECURE_SSL_REDIRECT='ture' is not a yes/no value" in started.stderr
+
+
+def _database_settings(**env: str) -> str:
+    code = "from django.conf import settings as s; d = s.DATABASES['default']; print(d['CONN_MAX_AGE'], d['CONN_HEALTH_CHECKS'])"
+    inherited = {k: v for k, v in os.environ.items() if k != "DB_CONN_MAX_AGE"}
+    environment = {**inherited, "DJANGO_SETTINGS_MODULE": "reviewqueue.settings", **env}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=environment, cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_postgresql_connections_are_kept_open_and_checked_before_reuse() -> None:
+    assert _database_settings(DATABASE_URL="postgres://u@127.0.0.1:5432/db") == "600 True"
+    assert _database_settings(DATABASE_URL="postgres://u@127.0.0.1:5432/db", DB_CONN_MAX_AGE="0") == "0 True"
+
+
+def test_sqlite_connections_close_after_each_request() -> None:
+    assert _database_settings(DATABASE_URL="sqlite:///tmp-unused.sqlite3") == "0 True"
