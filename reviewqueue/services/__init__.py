@@ -25,8 +25,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F
 from django.utils import timezone
 
-from . import policy
-from .models import (
+from .. import policy
+from ..models import (
     CircuitBreakerEntry,
     CutoffReason,
     FilterRule,
