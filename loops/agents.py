@@ -20,7 +20,7 @@ import httpx
 import yaml
 
 if TYPE_CHECKING:
-    from loops.tasks import Task
+    from loops.spec import Task
 
 REPLAY_DIR = Path(__file__).parent / "replays"
 

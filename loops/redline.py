@@ -33,7 +33,7 @@ import jsonschema
 from loops import harness, sandbox
 from loops.harness import MAX_LOG, MAX_MESSAGE, exception_name
 from loops.sandbox import SandboxUnavailable
-from loops.tasks import Check, Task
+from loops.spec import Check, Task
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024

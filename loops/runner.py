@@ -30,7 +30,7 @@ from loops.stop_rules import (
     make_stop_rule,
     quality_estimates,
 )
-from loops.tasks import Task, TaskKind
+from loops.spec import Task, TaskKind
 
 STOP_REASONS: tuple[str, ...] = ("converged", *CUTOFF_REASONS)
 DEFAULT_STOP_RULE = "confirm2"

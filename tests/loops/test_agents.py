@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from loops.agents import AgentError, CommandAgent, OpenAIAgent, make_agent, shipped_replays
-from loops.tasks import Task, TaskKind, builtin_suite
+from loops.spec import Task, TaskKind, builtin_suite
 
 
 class FakeLLM(BaseHTTPRequestHandler):

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loops.hints import REDACTED, Failure, Redactor, build_prompt
-from loops.tasks import Check, builtin_suite
+from loops.spec import Check, builtin_suite
 
 # --- an independent oracle: the test's own idea of "the secret is readable here"
 

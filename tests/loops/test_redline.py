@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from loops.redline import demand_red_line, extract_code, format_problem, run_checks
-from loops.tasks import Check, builtin_suite
+from loops.spec import Check, builtin_suite
 
 SUITE = {t.id: t for t in builtin_suite()}
 

@@ -17,7 +17,7 @@ from loops.stop_rules import (
     make_stop_rule,
     quality_estimates,
 )
-from loops.tasks import Check, Task, TaskKind, builtin_suite
+from loops.spec import Check, Task, TaskKind, builtin_suite
 
 SUITE = {t.id: t for t in builtin_suite()}
 
@@ -242,7 +242,7 @@ def test_a_check_carries_an_optional_description_for_the_reviewer() -> None:
 
 
 def test_a_check_with_an_unknown_field_or_an_overlong_description_is_refused() -> None:
-    from loops.tasks import TaskError
+    from loops.spec import TaskError
 
     with pytest.raises(TaskError, match="unknown fields abuot"):
         Check.from_dict({"id": "c", "code": "assert 1", "abuot": "typo"})

@@ -6,7 +6,7 @@ import pytest
 
 from loops.agents import AgentError, AgentReply, Replay, ScriptedAgent, make_agent
 from loops.runner import LoopConfig, LoopResult, StepRecord, is_oscillating, is_stuck, run_task
-from loops.tasks import Check, Task, TaskKind, builtin_suite
+from loops.spec import Check, Task, TaskKind, builtin_suite
 
 SUITE = {t.id: t for t in builtin_suite()}
 GOOD_IS_EVEN = "def is_even(n):\n    return n % 2 == 0\n"

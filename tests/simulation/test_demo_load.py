@@ -91,7 +91,7 @@ def test_the_model_counts_the_cut_offs_the_built_in_suite_really_makes(draft: bo
     # suite changes the load, and this keeps the model from drifting from it.
     from loops.agents import make_agent
     from loops.runner import LoopConfig, run_task
-    from loops.tasks import builtin_suite
+    from loops.spec import builtin_suite
 
     cut_off = sum(
         not run_task(task, make_agent("scripted", task=task), LoopConfig(draft=draft)).converged

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from loops.tasks import Task, TaskError, TaskKind, builtin_suite, load_tasks
+from loops.spec import Task, TaskError, TaskKind, builtin_suite, load_tasks
 
 TASKS = [
     {
