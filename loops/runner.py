@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from loops.agents import Agent, AgentError, AgentReply
 from loops.cutoff import CUTOFF_REASONS, strip_thinking
 from loops.gates import run_gates
 from loops.hints import Failure, Redactor, build_prompt
 from loops.redline import DEFAULT_TIMEOUT_S, demand_red_line, format_problem
+from loops.reply import Agent, AgentError, AgentReply
+from loops.spec import Task, TaskKind
 from loops.stop_rules import (
     DEFAULT_REGRESSION_K,
     DEFAULT_REGRESSION_MARGIN,
@@ -30,7 +31,6 @@ from loops.stop_rules import (
     make_stop_rule,
     quality_estimates,
 )
-from loops.spec import Task, TaskKind
 
 STOP_REASONS: tuple[str, ...] = ("converged", *CUTOFF_REASONS)
 DEFAULT_STOP_RULE = "confirm2"

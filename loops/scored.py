@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from loops.agents import AgentReply, estimate_tokens
+from loops.reply import AgentReply, estimate_tokens
 
 if TYPE_CHECKING:
     from loops.spec import Task

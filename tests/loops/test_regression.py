@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from loops.agents import AgentError, AgentReply, Replay, ScriptedAgent, make_agent
 from loops.cutoff import CUTOFF_REASONS, cutoff_summary
 from loops.runner import STOP_REASONS, FailingCheck, LoopConfig, LoopResult, run_task
+from loops.spec import Check, Task, TaskKind, builtin_suite
 from loops.stop_rules import (
     RegressionGuard,
     best_attempt,
@@ -17,7 +18,6 @@ from loops.stop_rules import (
     make_stop_rule,
     quality_estimates,
 )
-from loops.spec import Check, Task, TaskKind, builtin_suite
 
 SUITE = {t.id: t for t in builtin_suite()}
 
