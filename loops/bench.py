@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from loops.intervals import wilson_interval
 from loops.scored import draw_curves, judge_matrix, quality_matrix
 from loops.stop_rules import (
     DEFAULT_BAR,
@@ -31,7 +32,6 @@ from loops.stop_rules import (
     best_so_far_matrix,
     estimate_matrix,
     make_stop_rule,
-    wilson_interval,
 )
 
 SIGMAS: tuple[float, ...] = (0.02, 0.05, 0.10, 0.15, 0.20)
