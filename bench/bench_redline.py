@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from loops import sandbox
 from loops.agents import load_replay
 from loops.redline import extract_code, run_checks
-from loops.tasks import builtin_suite
+from loops.spec import builtin_suite
 from tests.loops.legacy_harness import run_checks as legacy_run_checks
 
 

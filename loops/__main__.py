@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from loops.agents import AgentError, make_agent
 from loops.runner import LoopConfig, LoopResult, StepRecord, run_task
 from loops.sandbox import SandboxUnavailable
-from loops.tasks import Task, TaskError, builtin_suite, load_tasks
+from loops.spec import Task, TaskError, builtin_suite, load_tasks
 
 
 def _config(args: argparse.Namespace) -> LoopConfig:

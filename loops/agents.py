@@ -6,7 +6,6 @@ only answers prompts; red lines and stop guards decide when the loop ends.
 
 from __future__ import annotations
 
-import importlib
 import os
 import shlex
 import subprocess
@@ -14,40 +13,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import yaml
 
+from loops.reply import Agent, AgentError, AgentReply, estimate_tokens
+
 if TYPE_CHECKING:
-    from loops.tasks import Task
+    from loops.spec import Task
 
 REPLAY_DIR = Path(__file__).parent / "replays"
-
-
-@dataclass(frozen=True)
-class AgentReply:
-    """One answer. ``score`` is set only by agents whose red line is a score."""
-
-    text: str
-    tokens: int
-    score: float | None = None
-
-
-class AgentError(RuntimeError):
-    """The agent could not produce an answer (endpoint down, command failed)."""
-
-
-@runtime_checkable
-class Agent(Protocol):
-    name: str
-
-    def attempt(self, prompt: str) -> AgentReply: ...
-
-
-def estimate_tokens(*texts: str) -> int:
-    """A rough count (about four characters a token) for agents that report none."""
-    return sum(max(1, len(text) // 4) for text in texts if text)
 
 
 # ---------------------------------------------------------------- scripted
@@ -258,8 +234,9 @@ def make_agent(name: str, *, task: Task | None = None, **options: Any) -> Agent:
             raise AgentError("the command agent needs command=... or LOOPS_AGENT_COMMAND")
         return CommandAgent(command, **options)
     if name == "scored":
-        # Imported lazily: the scored agent lives beside the stop rules and pulls numpy.
-        scored = importlib.import_module("loops.scored")
-        factory = getattr(scored, "make_scored_agent", None) or scored.ScoredAgent
-        return factory(task=task, **options)  # type: ignore[no-any-return]
+        # Imported here so that loading the other agents does not load numpy;
+        # loops.scored imports only loops.reply, so this is no cycle.
+        from loops.scored import make_scored_agent
+
+        return make_scored_agent(task=task, **options)
     raise AgentError(f"unknown agent {name!r}; choose from {', '.join(AGENT_NAMES)}")

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from loops.intervals import wilson_interval
 from loops.scored import draw_curves, judge_matrix, quality_matrix
 from loops.stop_rules import (
     DEFAULT_BAR,
@@ -31,7 +32,6 @@ from loops.stop_rules import (
     best_so_far_matrix,
     estimate_matrix,
     make_stop_rule,
-    wilson_interval,
 )
 
 SIGMAS: tuple[float, ...] = (0.02, 0.05, 0.10, 0.15, 0.20)
@@ -393,24 +393,40 @@ def main(argv: list[str]) -> int:
         print("usage: python -m loops bench stop-rules [options]", file=sys.stderr)
         return 2
     args = _parser().parse_args(argv[1:])
+    rules = [r for r in args.rules.split(",") if r]
+    guard = _checked_guard(args, rules)
+    if guard is None:
+        return 2
+    if args.regress_prob is not None:
+        return _regress_main(args, rules, guard)
+    return _sweep_main(args, rules)
+
+
+def _checked_guard(args: argparse.Namespace, rules: list[str]) -> RegressionGuard | None:
+    """The regression guard the options ask for, or None once it has printed
+    why the options are refused."""
     if args.seeds < 1 or args.tasks < 3:
         print("need --seeds >= 1 and --tasks >= 3", file=sys.stderr)
-        return 2
-    rules = [r for r in args.rules.split(",") if r]
+        return None
     try:
         [make_stop_rule(r) for r in rules]
         guard = RegressionGuard(args.regression_margin, args.regression_after)
     except ValueError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return None
     if args.regress_prob is not None:
         if not 0 <= args.regress_prob <= 1:
             print("--regress-prob must be in [0, 1]", file=sys.stderr)
-            return 2
+            return None
         if args.scenario not in (None, "regressions"):
             print("--regress-prob sets the regressions scenario; drop --scenario", file=sys.stderr)
-            return 2
-        return _regress_main(args, rules, guard)
+            return None
+    return guard
+
+
+def _sweep_main(args: argparse.Namespace, rules: list[str]) -> int:
+    """The sigma sweep (or one sigma), plus the stress scenarios when asked
+    for or when nothing narrows the run."""
     sigmas = (args.sigma,) if args.sigma is not None else SIGMAS
     stress_sigma = args.sigma if args.sigma is not None else 0.10
     main_scenario = args.scenario if args.scenario not in (None, "all") else "published"
@@ -424,31 +440,8 @@ def main(argv: list[str]) -> int:
     extra = {name: bench(stress_sigma, name) for name in SCENARIOS[1:]} if with_stress else {}
     if args.plot:
         plot(sweep, args.plot)
-
-    def as_json(summary: dict[str, RuleSummary]) -> dict[str, object]:
-        return {name: asdict(s) for name, s in summary.items()}
-
     if args.json:
-        if args.sigma is not None and not extra:
-            payload: dict[str, object] = {
-                "sigma": args.sigma,
-                "scenario": main_scenario,
-                "seeds": args.seeds,
-                "tasks": args.tasks,
-                "cap": CAP,
-                "rules": as_json(sweep[args.sigma]),
-            }
-        else:
-            payload = {
-                "seeds": args.seeds,
-                "tasks": args.tasks,
-                "cap": CAP,
-                "sweep": {f"{s:g}": {"rules": as_json(r)} for s, r in sweep.items()},
-                "scenarios": {name: {"rules": as_json(r)} for name, r in extra.items()},
-            }
-            if args.sigma is not None:
-                payload["rules"] = as_json(sweep[args.sigma])
-        print(json.dumps(payload, indent=2))
+        print(json.dumps(_sweep_payload(args, main_scenario, sweep, extra), indent=2))
         return 0
     header = f"{args.seeds} seeds x {args.tasks} tasks, cap {CAP}, bar {DEFAULT_BAR:.2f}; mean ± sd over seeds"
     print(header)
@@ -457,6 +450,38 @@ def main(argv: list[str]) -> int:
     for name, summary in extra.items():
         print(format_table(f"\nscenario {name}, σ = {stress_sigma:g}", summary))
     return 0
+
+
+def _sweep_payload(
+    args: argparse.Namespace,
+    main_scenario: str,
+    sweep: dict[float, dict[str, RuleSummary]],
+    extra: dict[str, dict[str, RuleSummary]],
+) -> dict[str, object]:
+    """The ``--json`` report of a sweep: flat for one sigma alone, nested otherwise."""
+
+    def as_json(summary: dict[str, RuleSummary]) -> dict[str, object]:
+        return {name: asdict(s) for name, s in summary.items()}
+
+    if args.sigma is not None and not extra:
+        return {
+            "sigma": args.sigma,
+            "scenario": main_scenario,
+            "seeds": args.seeds,
+            "tasks": args.tasks,
+            "cap": CAP,
+            "rules": as_json(sweep[args.sigma]),
+        }
+    payload: dict[str, object] = {
+        "seeds": args.seeds,
+        "tasks": args.tasks,
+        "cap": CAP,
+        "sweep": {f"{s:g}": {"rules": as_json(r)} for s, r in sweep.items()},
+        "scenarios": {name: {"rules": as_json(r)} for name, r in extra.items()},
+    }
+    if args.sigma is not None:
+        payload["rules"] = as_json(sweep[args.sigma])
+    return payload
 
 
 def _regress_main(args: argparse.Namespace, rules: list[str], guard: RegressionGuard) -> int:

@@ -12,7 +12,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loops.runner import LoopResult
+    from loops.result import LoopResult
 
 CUTOFF_REASONS: tuple[str, ...] = (
     "step_limit",

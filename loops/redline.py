@@ -33,7 +33,7 @@ import jsonschema
 from loops import harness, sandbox
 from loops.harness import MAX_LOG, MAX_MESSAGE, exception_name
 from loops.sandbox import SandboxUnavailable
-from loops.tasks import Check, Task
+from loops.spec import Check, Task
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
@@ -118,6 +118,36 @@ def _run(
     candidate_argv, candidate_prefix = sandbox.harness("candidate", sandboxed=sandboxed)
     checks_argv, checks_prefix = sandbox.harness("checks", sandboxed=sandboxed)
     payload = checks_prefix + harness.encode([(c.id, c.code, c.stdin, c.stdout) for c in checks])
+    procs = _spawn_pair(candidate_argv, checks_argv, sandboxed, limits, workdir)
+    if procs is None:
+        return RedLineResult(passed=False, failure_class="HarnessError")
+    candidate_proc, checks_proc = procs
+    feeders: list[threading.Thread] = []
+    try:
+        feeders += [
+            _feed(candidate_proc, candidate_prefix + candidate.encode("utf-8", "surrogatepass")),
+            _feed(checks_proc, payload),
+        ]
+        raw = _read_verdict(checks_proc, deadline)
+    finally:
+        for proc in procs:
+            sandbox.kill(proc)
+        for feeder in feeders:
+            feeder.join()
+    if raw is None:
+        return RedLineResult(passed=False, failure_class="Timeout")
+    return _verdict(raw, checks, checks_proc.returncode)
+
+
+def _spawn_pair(
+    candidate_argv: list[str],
+    checks_argv: list[str],
+    sandboxed: bool,
+    limits: sandbox.Limits,
+    workdir: str | None,
+) -> list[subprocess.Popen[bytes]] | None:
+    """Start the candidate's and the checks' processes, joined by two pipes;
+    None when a process could not start (the other is killed)."""
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
     procs: list[subprocess.Popen[bytes]] = []
@@ -147,7 +177,7 @@ def _run(
         # every sandbox on the host, is spent): this attempt fails, never passes.
         for proc in procs:
             sandbox.kill(proc)
-        return RedLineResult(passed=False, failure_class="HarnessError")
+        return None
     except BaseException:
         for proc in procs:
             sandbox.kill(proc)
@@ -155,22 +185,7 @@ def _run(
     finally:
         for fd in (request_r, request_w, reply_r, reply_w):
             os.close(fd)
-    candidate_proc, checks_proc = procs
-    feeders: list[threading.Thread] = []
-    try:
-        feeders += [
-            _feed(candidate_proc, candidate_prefix + candidate.encode("utf-8", "surrogatepass")),
-            _feed(checks_proc, payload),
-        ]
-        raw = _read_verdict(checks_proc, deadline)
-    finally:
-        for proc in procs:
-            sandbox.kill(proc)
-        for feeder in feeders:
-            feeder.join()
-    if raw is None:
-        return RedLineResult(passed=False, failure_class="Timeout")
-    return _verdict(raw, checks, checks_proc.returncode)
+    return procs
 
 
 def _feed(proc: subprocess.Popen[bytes], data: bytes) -> threading.Thread:

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
-from loops.agents import Agent, AgentError, AgentReply
 from loops.cutoff import CUTOFF_REASONS, strip_thinking
 from loops.gates import run_gates
 from loops.hints import Failure, Redactor, build_prompt
 from loops.redline import DEFAULT_TIMEOUT_S, demand_red_line, format_problem
+from loops.reply import Agent, AgentError, AgentReply
+from loops.result import FailingCheck, LoopResult
+from loops.spec import Task, TaskKind
 from loops.stop_rules import (
     DEFAULT_REGRESSION_K,
     DEFAULT_REGRESSION_MARGIN,
@@ -30,7 +31,6 @@ from loops.stop_rules import (
     make_stop_rule,
     quality_estimates,
 )
-from loops.tasks import Task, TaskKind
 
 STOP_REASONS: tuple[str, ...] = ("converged", *CUTOFF_REASONS)
 DEFAULT_STOP_RULE = "confirm2"
@@ -76,65 +76,6 @@ class StepRecord:
     elapsed_s: float
     score: float | None = None
     checks_passed: int | None = None  # None when the hidden checks did not run
-
-
-@dataclass(frozen=True)
-class FailingCheck:
-    """A hidden check the reviewed attempt fails: its id and the reviewer's
-    description of it. For the reviewer only; never part of a prompt."""
-
-    id: str
-    about: str = ""
-
-
-@dataclass(frozen=True)
-class LoopResult:
-    task_id: str
-    converged: bool
-    stop_reason: str
-    attempts: int
-    tokens: int
-    final_output: str  # of the reviewed attempt, thinking stripped
-    last_error: str  # of the reviewed attempt, assertion-safe, may be ""
-    failure_classes: tuple[str, ...] = ()  # one per failed attempt
-    draft: bool = False
-    scores: tuple[float, ...] = ()
-    # Checks passed per attempt, one entry per attempt (0 when the checks did
-    # not run: a format or gate failure, no answer); empty without checks.
-    grades: tuple[int, ...] = ()
-    checks_total: int = 0
-    # The attempt whose output and error are handed over (1-based): the best
-    # graded, ties to the later; the last one when there is nothing to grade.
-    reviewed_attempt: int = 0
-    failing_checks: tuple[FailingCheck, ...] = ()  # of the reviewed attempt, in task order
-    reviewed_estimate: float | None = None  # scored: the stop rule's estimate of that attempt
-
-    @property
-    def unverified(self) -> bool:
-        return not self.converged
-
-    @property
-    def reviewed_checks_passed(self) -> int | None:
-        if not self.grades or not 1 <= self.reviewed_attempt <= len(self.grades):
-            return None
-        return self.grades[self.reviewed_attempt - 1]
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["failure_classes"] = list(self.failure_classes)
-        out["scores"] = list(self.scores)
-        out["grades"] = list(self.grades)
-        out["failing_checks"] = [asdict(c) for c in self.failing_checks]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LoopResult:
-        fields = dict(data)
-        fields["failure_classes"] = tuple(fields.get("failure_classes", ()))
-        fields["scores"] = tuple(fields.get("scores", ()))
-        fields["grades"] = tuple(fields.get("grades", ()))
-        fields["failing_checks"] = tuple(FailingCheck(**c) for c in fields.get("failing_checks", ()))
-        return cls(**fields)
 
 
 @dataclass
@@ -274,6 +215,135 @@ def _last_error(failure: Failure | None, redactor: Redactor) -> str:
     return "; ".join([head, *detail])
 
 
+@dataclass
+class _Run:
+    """The state of one loop while it runs: the attempt count, tokens spent,
+    the last output and the trace the guards read."""
+
+    task: Task
+    config: LoopConfig
+    clock: Callable[[], float]
+    step_limit: int
+    redactor: Redactor
+    guard: RegressionGuard
+    trace: _Trace
+    started: float
+    tokens: int = 0
+    output: str = ""
+    attempt: int = 0
+
+    @classmethod
+    def start(cls, task: Task, config: LoopConfig, clock: Callable[[], float]) -> _Run:
+        """A fresh run; reads the clock once, as its start."""
+        return cls(
+            task=task,
+            config=config,
+            clock=clock,
+            step_limit=1 if config.draft else (task.step_limit or config.step_limit),
+            redactor=Redactor.for_secrets(task.secrets()),
+            guard=RegressionGuard(config.regression_margin, config.regression_after),
+            trace=_Trace(),
+            started=clock(),
+        )
+
+    def attempt_once(self, agent: Agent) -> tuple[AgentReply, _Attempt]:
+        """Prompt the agent once and evaluate its answer. An agent that fails
+        leaves the last output in place and counts as an ``AgentError`` attempt."""
+        self.attempt += 1
+        task = self.task
+        prompt = build_prompt(
+            task.description,
+            self.trace.failures,
+            self.redactor,
+            step_limit=self.step_limit,
+            open_task=task.kind is TaskKind.OPEN,
+        )
+        try:
+            reply = agent.attempt(prompt)
+        except AgentError as exc:
+            failure = Failure(self.attempt, "AgentError", (), (str(exc),))
+            return AgentReply(text="", tokens=0), _Attempt(False, failure, "AgentError:agent")
+        self.output = strip_thinking(reply.text)
+        return reply, _evaluate(task, self.output, reply, self.config, self.attempt, self.trace)
+
+    def record(self, reply: AgentReply, result: _Attempt) -> None:
+        """Add the attempt to the trace and its tokens to the count."""
+        trace = self.trace
+        self.tokens += reply.tokens
+        trace.outputs.append(self.output)
+        trace.attempt_failures.append(result.failure)
+        _grade(self.task, result, trace)
+        if result.failure is not None:
+            trace.failures.append(result.failure)
+        trace.signatures.append(result.signature)
+        trace.classes.append(result.failure.failure_class if result.signature and result.failure else "")
+
+    def step_record(self, result: _Attempt) -> StepRecord:
+        """The recorded attempt, for progress display; reads the clock."""
+        trace = self.trace
+        return StepRecord(
+            task_id=self.task.id,
+            attempt=self.attempt,
+            step_limit=self.step_limit,
+            passed=result.passed,
+            failure_class=result.failure.failure_class if result.failure else "",
+            signature=result.signature,
+            tokens=self.tokens,
+            elapsed_s=self.clock() - self.started,
+            score=result.score,
+            checks_passed=trace.grades[-1] if result.failing is not None else None,
+        )
+
+    def stop_reason(self, result: _Attempt) -> str | None:
+        """The first stop guard to fire after this attempt (ARCHITECTURE.md
+        rule 6), or None to go on. The order is the rule's; the clock is read
+        only when every guard before the wall clock stayed quiet."""
+        config, trace = self.config, self.trace
+        if result.passed:
+            return "converged"
+        if config.draft:
+            return "draft"
+        if self.attempt >= self.step_limit:
+            return "format_anomaly" if result.format_failed else "step_limit"
+        if is_stuck(trace.signatures, config.stuck_after):
+            return "stuck"
+        if is_oscillating(trace.classes, config.oscillation_window):
+            return "oscillation"
+        if self.guard.fires(trace.guard_grades):
+            return "regression"
+        if self.clock() - self.started >= config.wall_clock_s:
+            return "wall_clock"
+        if self.tokens >= config.token_budget:
+            return "token_budget"
+        return None
+
+    def result(self, reason: str) -> LoopResult:
+        """The loop's result, handing over its best attempt (its last when it converged)."""
+        task, trace = self.task, self.trace
+        converged = reason == "converged"
+        reviewed, estimate = _reviewed(task, trace, converged)
+        failing = trace.failing[reviewed - 1] if trace.failing and not converged else ()
+        about = {c.id: c.about or "" for c in task.checks}
+        return LoopResult(
+            task_id=task.id,
+            converged=converged,
+            stop_reason=reason,
+            attempts=self.attempt,
+            tokens=self.tokens,
+            # The reviewer judges the best attempt, and sees that attempt's error.
+            final_output=trace.outputs[reviewed - 1],
+            last_error="" if converged else _last_error(trace.attempt_failures[reviewed - 1], self.redactor),
+            failure_classes=tuple(f.failure_class for f in trace.failures),
+            draft=self.config.draft,
+            scores=tuple(trace.scores),
+            grades=tuple(trace.grades),
+            checks_total=len(task.checks) if trace.grades else 0,
+            reviewed_attempt=reviewed,
+            failing_checks=tuple(FailingCheck(check_id, about.get(check_id, "")) for check_id in failing),
+            reviewed_estimate=estimate,
+        )
+
+
 def run_task(
     task: Task,
     agent: Agent,
@@ -284,98 +354,12 @@ def run_task(
 ) -> LoopResult:
     """Run one loop to its stop. Safe to repeat: it holds no state between
     calls, though the agent may (a replay advances)."""
-    step_limit = 1 if config.draft else (task.step_limit or config.step_limit)
-    redactor = Redactor.for_secrets(task.secrets())
-    guard = RegressionGuard(config.regression_margin, config.regression_after)
-    trace = _Trace()
-    started = clock()
-    tokens = 0
-    output = ""
-    attempt = 0
-    reason = "step_limit"
-    converged = False
+    run = _Run.start(task, config, clock)
     while True:
-        attempt += 1
-        prompt = build_prompt(
-            task.description,
-            trace.failures,
-            redactor,
-            step_limit=step_limit,
-            open_task=task.kind is TaskKind.OPEN,
-        )
-        try:
-            reply = agent.attempt(prompt)
-        except AgentError as exc:
-            reply = AgentReply(text="", tokens=0)
-            result = _Attempt(False, Failure(attempt, "AgentError", (), (str(exc),)), "AgentError:agent")
-        else:
-            output = strip_thinking(reply.text)
-            result = _evaluate(task, output, reply, config, attempt, trace)
-        tokens += reply.tokens
-        trace.outputs.append(output)
-        trace.attempt_failures.append(result.failure)
-        _grade(task, result, trace)
-        if result.failure is not None:
-            trace.failures.append(result.failure)
-        trace.signatures.append(result.signature)
-        trace.classes.append(result.failure.failure_class if result.signature and result.failure else "")
+        reply, result = run.attempt_once(agent)
+        run.record(reply, result)
         if on_step is not None:
-            on_step(
-                StepRecord(
-                    task_id=task.id,
-                    attempt=attempt,
-                    step_limit=step_limit,
-                    passed=result.passed,
-                    failure_class=result.failure.failure_class if result.failure else "",
-                    signature=result.signature,
-                    tokens=tokens,
-                    elapsed_s=clock() - started,
-                    score=result.score,
-                    checks_passed=trace.grades[-1] if result.failing is not None else None,
-                )
-            )
-        if result.passed:
-            converged, reason = True, "converged"
-            break
-        if config.draft:
-            reason = "draft"
-            break
-        if attempt >= step_limit:
-            reason = "format_anomaly" if result.format_failed else "step_limit"
-            break
-        if is_stuck(trace.signatures, config.stuck_after):
-            reason = "stuck"
-            break
-        if is_oscillating(trace.classes, config.oscillation_window):
-            reason = "oscillation"
-            break
-        if guard.fires(trace.guard_grades):
-            reason = "regression"
-            break
-        if clock() - started >= config.wall_clock_s:
-            reason = "wall_clock"
-            break
-        if tokens >= config.token_budget:
-            reason = "token_budget"
-            break
-    reviewed, estimate = _reviewed(task, trace, converged)
-    failing = trace.failing[reviewed - 1] if trace.failing and not converged else ()
-    about = {c.id: c.about or "" for c in task.checks}
-    return LoopResult(
-        task_id=task.id,
-        converged=converged,
-        stop_reason=reason,
-        attempts=attempt,
-        tokens=tokens,
-        # The reviewer judges the best attempt, and sees that attempt's error.
-        final_output=trace.outputs[reviewed - 1],
-        last_error="" if converged else _last_error(trace.attempt_failures[reviewed - 1], redactor),
-        failure_classes=tuple(f.failure_class for f in trace.failures),
-        draft=config.draft,
-        scores=tuple(trace.scores),
-        grades=tuple(trace.grades),
-        checks_total=len(task.checks) if trace.grades else 0,
-        reviewed_attempt=reviewed,
-        failing_checks=tuple(FailingCheck(check_id, about.get(check_id, "")) for check_id in failing),
-        reviewed_estimate=estimate,
-    )
+            on_step(run.step_record(result))
+        reason = run.stop_reason(result)
+        if reason is not None:
+            return run.result(reason)

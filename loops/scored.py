@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from loops.agents import AgentReply, estimate_tokens
+from loops.reply import AgentReply, estimate_tokens
 
 if TYPE_CHECKING:
-    from loops.tasks import Task
+    from loops.spec import Task
 
 # (s0 low, s0 high, r low, r high) per task family, as published.
 FAMILIES: dict[str, tuple[float, float, float, float]] = {

@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Count, Min, QuerySet, Sum
 from django.utils import timezone
 
-from loops.stop_rules import wilson_interval
+from loops.intervals import wilson_interval
 
 from .models import (
     CircuitBreakerEntry,

@@ -17,7 +17,7 @@ from . import policy, services
 from .models import LoopRun, QueuePolicy, ReviewItem
 
 if TYPE_CHECKING:
-    from loops.tasks import Task
+    from loops.spec import Task
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def submit_run(
     the existing row with created False and enqueues nothing, unless the
     earlier publish failed (broker down), in which case it is sent again.
     Raises BrokerUnavailable when the broker stays unreachable."""
-    from loops.tasks import Task
+    from loops.spec import Task
 
     parsed = Task.from_dict(services.clean_json(task))  # TaskError on a bad task, before anything is stored
     with transaction.atomic():
@@ -153,7 +153,7 @@ def run_loop(
     from loops.cutoff import cutoff_summary
     from loops.runner import LoopConfig, run_task
     from loops.sandbox import SandboxUnavailable
-    from loops.tasks import Task, TaskKind
+    from loops.spec import Task, TaskKind
 
     parsed = Task.from_dict(services.clean_json(task))
     run, _ = _record_run(parsed, run_id, agent, agent_options, producer)

@@ -72,69 +72,83 @@ class DemoRun:
     reviewed: int = 0
 
 
+class _Wave:
+    """One wave's queue and its two SimPy processes: the producer's rounds and
+    the reviewer. Depth and mode follow the production watermark code."""
+
+    def __init__(self, load: DemoLoad, seed: int) -> None:
+        self.load = load
+        self.rng = random.Random(seed)
+        self.env = simpy.Environment()
+        self.marks = Watermarks(capacity=load.capacity, high=load.high_watermark, low=load.low_watermark)
+        self.run = DemoRun()
+        self.depth = 0
+        self.mode = Mode.NORMAL
+        self.item_ready = self.env.event()  # succeeds when an item arrives at an empty queue
+
+    def set_depth(self, depth: int) -> None:
+        """The new depth, the mode it leads to, and when draft mode came and went."""
+        run = self.run
+        self.depth = depth
+        mode = next_mode(self.mode, depth, self.marks)
+        if mode is not Mode.NORMAL and run.draft_at is None:
+            run.draft_at = self.env.now
+        if mode is Mode.NORMAL and self.mode is not Mode.NORMAL and run.normal_again_at is None:
+            run.normal_again_at = self.env.now
+        self.mode = mode
+        run.max_depth = max(run.max_depth, depth)
+
+    def arrive(self) -> None:
+        """One cut-off item reaches the queue, or is lost when it is full."""
+        self.run.arrived += 1
+        if self.depth >= self.marks.capacity:
+            self.run.lost += 1
+            return
+        self.set_depth(self.depth + 1)
+        if not self.item_ready.triggered:
+            self.item_ready.succeed()
+
+    def one_round(self) -> Any:
+        """One round of the suite: its cut-off loops finish spread over a while."""
+        load = self.load
+        # The mode when the round is submitted decides how its loops run.
+        n = load.batch * (load.cut_off_draft if loop_runs_draft(self.mode) else load.cut_off_normal)
+        offsets = sorted(self.rng.uniform(0, load.round_spread_seconds / 60) for _ in range(n))
+        done = 0.0
+        for offset in offsets:
+            yield self.env.timeout(offset - done)
+            done = offset
+            self.arrive()
+
+    def producer(self) -> Any:
+        """A round every ``round_seconds`` while the wave is busy."""
+        t = 0.0
+        while t < self.load.busy_minutes:
+            self.env.process(self.one_round())
+            yield self.env.timeout(self.load.round_seconds / 60)
+            t += self.load.round_seconds / 60
+
+    def reviewer(self) -> Any:
+        """One reviewer deciding items for the whole wave, waiting when the queue is empty."""
+        mean = 1 / self.load.review_per_min
+        while True:
+            if self.depth == 0:
+                self.item_ready = self.env.event()
+                yield self.item_ready
+            # Human decision times vary less than exponential ones: gamma, shape 4.
+            yield self.env.timeout(self.rng.gammavariate(4.0, mean / 4.0))
+            self.run.reviewed += 1
+            self.set_depth(self.depth - 1)
+
+
 def simulate_wave(load: DemoLoad, seed: int) -> DemoRun:
     """One wave from an empty queue: the busy part, then the quiet part, then
     the reviewer keeps going until the queue is empty (or a second wave would start)."""
-    rng = random.Random(seed)
-    env = simpy.Environment()
-    marks = Watermarks(capacity=load.capacity, high=load.high_watermark, low=load.low_watermark)
-    run = DemoRun()
-    state = {"depth": 0, "mode": Mode.NORMAL}
-    item_ready = env.event()
-
-    def set_depth(depth: int) -> None:
-        state["depth"] = depth
-        mode = next_mode(state["mode"], depth, marks)
-        if mode is not Mode.NORMAL and run.draft_at is None:
-            run.draft_at = env.now
-        if mode is Mode.NORMAL and state["mode"] is not Mode.NORMAL and run.normal_again_at is None:
-            run.normal_again_at = env.now
-        state["mode"] = mode
-        run.max_depth = max(run.max_depth, depth)
-
-    def arrive() -> None:
-        nonlocal item_ready
-        run.arrived += 1
-        if state["depth"] >= marks.capacity:
-            run.lost += 1
-            return
-        set_depth(state["depth"] + 1)
-        if not item_ready.triggered:
-            item_ready.succeed()
-
-    def one_round() -> Any:
-        # The mode when the round is submitted decides how its loops run.
-        n = load.batch * (load.cut_off_draft if loop_runs_draft(state["mode"]) else load.cut_off_normal)
-        offsets = sorted(rng.uniform(0, load.round_spread_seconds / 60) for _ in range(n))
-        done = 0.0
-        for offset in offsets:
-            yield env.timeout(offset - done)
-            done = offset
-            arrive()
-
-    def producer() -> Any:
-        t = 0.0
-        while t < load.busy_minutes:
-            env.process(one_round())
-            yield env.timeout(load.round_seconds / 60)
-            t += load.round_seconds / 60
-
-    def reviewer() -> Any:
-        nonlocal item_ready
-        mean = 1 / load.review_per_min
-        while True:
-            if state["depth"] == 0:
-                item_ready = env.event()
-                yield item_ready
-            # Human decision times vary less than exponential ones: gamma, shape 4.
-            yield env.timeout(rng.gammavariate(4.0, mean / 4.0))
-            run.reviewed += 1
-            set_depth(state["depth"] - 1)
-
-    env.process(producer())
-    env.process(reviewer())
-    env.run(until=load.cycle_minutes)
-    return run
+    wave = _Wave(load, seed)
+    wave.env.process(wave.producer())
+    wave.env.process(wave.reviewer())
+    wave.env.run(until=load.cycle_minutes)
+    return wave.run
 
 
 @dataclass(frozen=True)

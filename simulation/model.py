@@ -98,7 +98,7 @@ class _Queue:
         self.verdicts: deque[bool] = deque(maxlen=sc.tuner_window)
         self.waits: list[float] = []
         self.seq = itertools.count()
-        self.r = RunResult(lost_by_priority=[0] * len(sc.priority_mix))
+        self.result = RunResult(lost_by_priority=[0] * len(sc.priority_mix))
         self.last_loss_minute = -1
         self.priority_cdf = cumulative_weights(sc.priority_mix)
         self.quality_cdf = cumulative_weights(sc.quality_mix)
@@ -107,14 +107,14 @@ class _Queue:
     # -- loops -----------------------------------------------------------------
     def produce(self, now: float) -> _Item | None:
         """One loop finishes; its output, or None when it was auto-passed."""
-        sc, rng, r = self.sc, self.rng, self.r
+        sc, rng, result = self.sc, self.rng, self.result
         draft = sc.backpressure and loop_runs_draft(self.mode)
         steps = 1 if draft else self.step_limit
-        r.produced += 1
-        r.drafts += draft
+        result.produced += 1
+        result.drafts += draft
         if sc.verdict_model == "article":
             # The published model: every output reaches a human and ran to the limit.
-            r.agent_steps += steps
+            result.agent_steps += steps
             if draft:
                 approve = sc.draft_approve
             else:
@@ -123,9 +123,9 @@ class _Queue:
             easy = rng.random() < sc.easy_share
             hazard = sc.easy_hazard if easy else sc.hard_hazard
             needed = _geometric(rng, hazard)
-            r.agent_steps += min(needed, steps)
+            result.agent_steps += min(needed, steps)
             if needed <= steps:
-                r.auto_passed += 1
+                result.auto_passed += 1
                 return None
             if draft:
                 approve = sc.draft_approve
@@ -136,12 +136,12 @@ class _Queue:
 
     # -- the queue ---------------------------------------------------------------
     def offer(self, now: float, item: _Item) -> None:
-        r = self.r
-        r.arrived += 1
+        result = self.result
+        result.arrived += 1
         if not self.sc.backpressure:
             if self.depth >= self.marks.capacity:
-                r.dropped += 1
-                r.lost_by_priority[item.priority] += 1
+                result.dropped += 1
+                result.lost_by_priority[item.priority] += 1
                 self._note_loss(now)
                 return
             self._enqueue(item)
@@ -161,19 +161,19 @@ class _Queue:
                 victim.alive = False
                 if victim is not item:
                     self.waiting -= 1
-                r.dropped += 1
-                r.lost_by_priority[victim.priority] += 1
+                result.dropped += 1
+                result.lost_by_priority[victim.priority] += 1
                 self._note_loss(now)
             if plan.enqueue:
                 self._enqueue(item)
             self.depth = plan.depth
             self._set_mode(now, plan.mode)
-        r.max_depth = max(r.max_depth, self.depth)
+        result.max_depth = max(result.max_depth, self.depth)
         if self.idle:
             self.idle.pop().succeed()
 
     def _enqueue(self, item: _Item) -> None:
-        self.r.enqueued += 1
+        self.result.enqueued += 1
         self.waiting += 1
         self.fifo.append(item)
         self.by_priority[item.priority].append(item)
@@ -198,13 +198,13 @@ class _Queue:
         return None
 
     def finish(self, now: float, item: _Item) -> None:
-        r = self.r
+        result = self.result
         approved = self.rng.random() < item.approve_prob
         if counts_for_tuner(sampled=False, draft=item.draft):
             self.verdicts.append(approved)
         self.waits.append(now - item.arrived)
-        r.reviewed += 1
-        r.approved += approved
+        result.reviewed += 1
+        result.approved += approved
         self.depth -= 1
         if self.sc.backpressure:
             self._set_mode(now, next_mode(self.mode, self.depth, self.marks))
@@ -213,7 +213,7 @@ class _Queue:
         minute = math.floor(now)
         if minute != self.last_loss_minute:
             self.last_loss_minute = minute
-            self.r.minutes_with_loss += 1
+            self.result.minutes_with_loss += 1
 
     def _set_mode(self, now: float, mode: Mode) -> None:
         if mode is not self.mode:
@@ -223,54 +223,62 @@ class _Queue:
 
     def end_of_minute(self) -> None:
         """Sample the depth and let the tuner look at the last window of verdicts."""
-        r = self.r
-        r.depth_series.append(self.depth)
+        result = self.result
+        result.depth_series.append(self.depth)
         if len(self.verdicts) >= self.tuner.window:
             self.step_limit = tune_step_limit(self.step_limit, list(self.verdicts), self.tuner)
-        r.step_limit_trajectory.append(self.step_limit)
+        result.step_limit_trajectory.append(self.step_limit)
 
     def finalise(self, end: float, events: int) -> RunResult:
-        r = self.r
+        result = self.result
         self.mode_time[self.mode.value] += end - self.mode_since
-        r.mode_minutes = self.mode_time
-        r.step_limit_final = self.step_limit
-        r.events = events
+        result.mode_minutes = self.mode_time
+        result.step_limit_final = self.step_limit
+        result.events = events
         if self.waits:
-            r.mean_wait_min = math.fsum(self.waits) / len(self.waits)
-            r.p95_wait_min = _percentile(self.waits, 95.0)
-        return r
+            result.mean_wait_min = math.fsum(self.waits) / len(self.waits)
+            result.p95_wait_min = _percentile(self.waits, 95.0)
+        return result
+
+
+@dataclass
+class EventTally:
+    """The events the processes of one run have yielded to SimPy, shared by
+    them all and reported as ``RunResult.events``."""
+
+    scheduled: int = 0
 
 
 def simulate(sc: Scenario, seed: int) -> RunResult:
     """One run of ``sc`` from an empty queue, reproducible from ``seed``."""
     rng = random.Random(seed)
     env = simpy.Environment()
-    q = _Queue(sc, rng)
-    q.r.depth_series.append(0)
-    q.r.step_limit_trajectory.append(q.step_limit)
-    counter = [0]
+    queue = _Queue(sc, rng)
+    queue.result.depth_series.append(0)
+    queue.result.step_limit_trajectory.append(queue.step_limit)
+    events = EventTally()
     if sc.model == "article":
         # Same-time events run in scheduling order, so starting the producer
         # first makes each minute's arrivals land before that minute's review.
-        env.process(_article_producer(env, q, counter))
-        env.process(_article_reviewer(env, q, counter))
+        env.process(_article_producer(env, queue, events))
+        env.process(_article_reviewer(env, queue, events))
         env.run(until=sc.duration_min)
     else:
-        env.process(_poisson_arrivals(env, q, counter))
+        env.process(_poisson_arrivals(env, queue, events))
         mu = sc.review_per_min / sc.reviewers
         for _ in range(sc.reviewers if mu > 0 else 0):
-            env.process(_poisson_reviewer(env, q, mu, counter))
-        env.process(_clock(env, q, counter))
+            env.process(_poisson_reviewer(env, queue, mu, events))
+        env.process(_clock(env, queue, events))
         env.run(until=sc.duration_min)
-        q.end_of_minute()  # events at exactly the end time are not processed by run()
-    return q.finalise(float(sc.duration_min), counter[0])
+        queue.end_of_minute()  # events at exactly the end time are not processed by run()
+    return queue.finalise(float(sc.duration_min), events.scheduled)
 
 
 Proc = Generator[simpy.Event, Any, None]
 
 
-def _article_producer(env: simpy.Environment, q: _Queue, counter: list[int]) -> Proc:
-    sc, rng = q.sc, q.rng
+def _article_producer(env: simpy.Environment, queue: _Queue, events: EventTally) -> Proc:
+    sc, rng = queue.sc, queue.rng
     carry = 0.0
     for _ in range(sc.duration_min):
         burst = rng.random() < sc.burst_prob
@@ -278,32 +286,32 @@ def _article_producer(env: simpy.Environment, q: _Queue, counter: list[int]) -> 
         n = int(carry + CARRY_EPS)
         carry -= n
         for _ in range(n):
-            item = q.produce(env.now)
+            item = queue.produce(env.now)
             if item is not None:
-                q.offer(env.now, item)
-        counter[0] += 1
+                queue.offer(env.now, item)
+        events.scheduled += 1
         yield env.timeout(1)
 
 
-def _article_reviewer(env: simpy.Environment, q: _Queue, counter: list[int]) -> Proc:
-    sc = q.sc
+def _article_reviewer(env: simpy.Environment, queue: _Queue, events: EventTally) -> Proc:
+    sc = queue.sc
     carry = 0.0
     for _ in range(sc.duration_min):
         carry += sc.review_per_min
         quota = int(carry + CARRY_EPS)
         carry -= quota  # capacity unused this minute is lost, not banked
         for _ in range(quota):
-            item = q.take()
+            item = queue.take()
             if item is None:
                 break
-            q.finish(env.now, item)
-        q.end_of_minute()
-        counter[0] += 1
+            queue.finish(env.now, item)
+        queue.end_of_minute()
+        events.scheduled += 1
         yield env.timeout(1)
 
 
-def _poisson_arrivals(env: simpy.Environment, q: _Queue, counter: list[int]) -> Proc:
-    sc, rng = q.sc, q.rng
+def _poisson_arrivals(env: simpy.Environment, queue: _Queue, events: EventTally) -> Proc:
+    sc, rng = queue.sc, queue.rng
     for minute in range(sc.duration_min):
         # Bursts modulate the rate minute by minute; memorylessness lets the
         # next gap be drawn afresh at every rate change.
@@ -315,35 +323,35 @@ def _poisson_arrivals(env: simpy.Environment, q: _Queue, counter: list[int]) -> 
             t += rng.expovariate(rate)
             if t >= end:
                 break
-            counter[0] += 1
+            events.scheduled += 1
             yield env.timeout(t - env.now)
-            item = q.produce(env.now)
+            item = queue.produce(env.now)
             if item is not None:
-                q.offer(env.now, item)
-        counter[0] += 1
+                queue.offer(env.now, item)
+        events.scheduled += 1
         yield env.timeout(end - env.now)
 
 
-def _poisson_reviewer(env: simpy.Environment, q: _Queue, mu: float, counter: list[int]) -> Proc:
-    rng = q.rng
+def _poisson_reviewer(env: simpy.Environment, queue: _Queue, mu: float, events: EventTally) -> Proc:
+    rng = queue.rng
     while True:
-        item = q.take()
+        item = queue.take()
         if item is None:
             wake = env.event()
-            q.idle.append(wake)
-            counter[0] += 1
+            queue.idle.append(wake)
+            events.scheduled += 1
             yield wake
             continue
-        counter[0] += 1
+        events.scheduled += 1
         yield env.timeout(rng.expovariate(mu))
-        q.finish(env.now, item)
+        queue.finish(env.now, item)
 
 
-def _clock(env: simpy.Environment, q: _Queue, counter: list[int]) -> Proc:
-    for _ in range(q.sc.duration_min - 1):
-        counter[0] += 1
+def _clock(env: simpy.Environment, queue: _Queue, events: EventTally) -> Proc:
+    for _ in range(queue.sc.duration_min - 1):
+        events.scheduled += 1
         yield env.timeout(1)
-        q.end_of_minute()
+        queue.end_of_minute()
 
 
 def cumulative_weights(weights: tuple[float, ...]) -> list[float]:

@@ -296,7 +296,7 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     run_id returns the existing run (200) and starts nothing; of concurrent
     calls with one run_id exactly one answers 201. Run ids are this
     producer's own."""
-    from loops.tasks import TaskError
+    from loops.spec import TaskError
 
     from ..tasks import BrokerUnavailable, submit_run
 

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 
 from loops.redline import DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT_S, RedLineResult
-from loops.tasks import Check
+from loops.spec import Check
 
 _MAX_OUTPUT_BYTES = 1024 * 1024
 _LOG_TAIL_LINES = 20

@@ -1,3 +1,6 @@
+"""The agents: the OpenAI-compatible client against a local fake endpoint, the
+command agent, scripted replays and the factory."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +14,7 @@ from typing import Any, ClassVar
 import pytest
 
 from loops.agents import AgentError, CommandAgent, OpenAIAgent, make_agent, shipped_replays
-from loops.tasks import Task, TaskKind, builtin_suite
+from loops.spec import Task, TaskKind, builtin_suite
 
 
 class FakeLLM(BaseHTTPRequestHandler):
@@ -140,8 +143,8 @@ def test_it_ships_a_replay_for_every_builtin_task() -> None:
     assert {t.id for t in builtin_suite()} <= set(replays)
 
 
-def test_it_replays_attempts_in_order_then_repeats_the_last() -> None:
-    task = next(t for t in builtin_suite() if t.id == "is_even")
+def test_it_replays_attempts_in_order_then_repeats_the_last(suite: dict[str, Task]) -> None:
+    task = suite["is_even"]
     agent = make_agent("scripted", task=task)
     texts = [agent.attempt("p").text for _ in range(4)]
     attempts = shipped_replays()["is_even"].attempts

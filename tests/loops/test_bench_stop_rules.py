@@ -1,6 +1,10 @@
+"""The stop-rule bench: the published study reproduced, the stress scenarios,
+the CLI, and last vs best handover with the regression guard."""
+
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +13,7 @@ from loops.bench import (
     SCENARIOS,
     SIGMAS,
     Batch,
+    RuleSummary,
     _handover_one,
     apply_rule,
     main,
@@ -23,12 +28,13 @@ PUBLISHED = {"threshold": (71.2, 3.54), "confirm2": (97.2, 4.91), "fixed6": (92.
 
 
 @pytest.fixture(scope="module")
-def at_010() -> dict:
+def at_010() -> dict[str, RuleSummary]:
+    """The bench at sigma 0.10, as in the published study; run once."""
     return run_bench(0.10, rules=("threshold", "confirm2", "fixed6", "posterior"))
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
-def test_it_reproduces_the_published_true_reach(at_010: dict, name: str) -> None:
+def test_it_reproduces_the_published_true_reach(at_010: dict[str, RuleSummary], name: str) -> None:
     published, _ = PUBLISHED[name]
     got = at_010[name]
     # The issue allows 2 points; the seeds' own spread (sd / sqrt(10) per mean)
@@ -38,19 +44,19 @@ def test_it_reproduces_the_published_true_reach(at_010: dict, name: str) -> None
 
 
 @pytest.mark.parametrize("name", ["threshold", "confirm2"])
-def test_it_reproduces_the_published_mean_steps(at_010: dict, name: str) -> None:
+def test_it_reproduces_the_published_mean_steps(at_010: dict[str, RuleSummary], name: str) -> None:
     _, published = PUBLISHED[name]
     got = at_010[name]
     assert abs(got.mean_steps - published) <= 3 * max(got.mean_steps_sd, 0.02)
 
 
-def test_it_shows_threshold_observing_far_more_than_it_truly_reaches(at_010: dict) -> None:
+def test_it_shows_threshold_observing_far_more_than_it_truly_reaches(at_010: dict[str, RuleSummary]) -> None:
     threshold = at_010["threshold"]
     assert threshold.observed_reach_pct > 98.5  # published: about 99.5 %
     assert threshold.observed_reach_pct - threshold.true_reach_pct > 20
 
 
-def test_it_meets_the_reach_goal_at_010_in_fewer_steps_than_confirm2(at_010: dict) -> None:
+def test_it_meets_the_reach_goal_at_010_in_fewer_steps_than_confirm2(at_010: dict[str, RuleSummary]) -> None:
     ours, confirm2 = at_010["posterior"], at_010["confirm2"]
     assert ours.true_reach_pct >= 97.0
     assert ours.mean_steps < confirm2.mean_steps
@@ -126,7 +132,7 @@ def test_it_spreads_judge_noise_across_tasks_when_sigma_is_unknown() -> None:
     assert np.percentile(per_task, 90) > 1.5 * np.percentile(per_task, 10)
 
 
-def test_it_prints_the_contract_json_for_one_sigma(capsys: pytest.CaptureFixture) -> None:
+def test_it_prints_the_contract_json_for_one_sigma(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["stop-rules", "--sigma", "0.1", "--seeds", "2", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     for name in ("fixed6", "threshold", "confirm2", "smooth2", "margin", "posterior"):
@@ -137,7 +143,9 @@ def test_it_prints_the_contract_json_for_one_sigma(capsys: pytest.CaptureFixture
         assert lo <= entry["audit_rejected_pct"] <= hi
 
 
-def test_it_sweeps_every_sigma_and_scenario_into_a_table_and_a_plot(capsys: pytest.CaptureFixture, tmp_path) -> None:
+def test_it_sweeps_every_sigma_and_scenario_into_a_table_and_a_plot(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     out = tmp_path / "plot.png"
     assert main(["stop-rules", "--seeds", "1", "--tasks", "30", "--plot", str(out)]) == 0
     text = capsys.readouterr().out
@@ -148,7 +156,7 @@ def test_it_sweeps_every_sigma_and_scenario_into_a_table_and_a_plot(capsys: pyte
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_it_refuses_an_unknown_bench_or_rule(capsys: pytest.CaptureFixture) -> None:
+def test_it_refuses_an_unknown_bench_or_rule(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nothing"]) == 2
     assert main(["stop-rules", "--sigma", "0.1", "--rules", "bogus"]) == 2
 
@@ -156,7 +164,7 @@ def test_it_refuses_an_unknown_bench_or_rule(capsys: pytest.CaptureFixture) -> N
 # --- non-monotone curves: last vs best so far, and the regression guard
 
 
-def test_it_prints_the_same_rules_entries_for_the_regress_scenario(capsys: pytest.CaptureFixture) -> None:
+def test_it_prints_the_same_rules_entries_for_the_regress_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["stop-rules", "--sigma", "0.1", "--regress-prob", "0.3", "--seeds", "2", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["scenario"] == "regressions" and payload["regress_prob"] == 0.3
@@ -205,7 +213,7 @@ def test_the_guard_hands_over_what_it_stopped_on_the_best_of() -> None:
     assert out["last_quality"] == pytest.approx(0.95) and out["guard_fired_pct"] == 100.0
 
 
-def test_it_refuses_a_regress_probability_with_another_scenario(capsys: pytest.CaptureFixture) -> None:
+def test_it_refuses_a_regress_probability_with_another_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["stop-rules", "--sigma", "0.1", "--regress-prob", "0.2", "--scenario", "bias"]) == 2
     assert main(["stop-rules", "--sigma", "0.1", "--regress-prob", "2"]) == 2
     assert main(["stop-rules", "--sigma", "0.1", "--regress-prob", "0.2", "--regression-after", "0"]) == 2

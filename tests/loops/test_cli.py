@@ -1,3 +1,6 @@
+"""The ``python -m loops`` command line: running a task file, the suite, and
+routing to the bench."""
+
 from __future__ import annotations
 
 import io

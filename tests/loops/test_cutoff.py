@@ -1,7 +1,10 @@
+"""Cutoff preprocessing: thinking stripped, and only the reviewer's fields
+sent to the queue."""
+
 from __future__ import annotations
 
 from loops.cutoff import cutoff_summary, strip_thinking
-from loops.runner import FailingCheck, LoopResult
+from loops.result import FailingCheck, LoopResult
 
 
 def test_it_strips_closed_unclosed_and_upstream_opened_thinking() -> None:

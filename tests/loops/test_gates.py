@@ -1,3 +1,6 @@
+"""Filter-rule gates: one per gate the policy names, each failing bad output
+and passing good."""
+
 from __future__ import annotations
 
 import pytest

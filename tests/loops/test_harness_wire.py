@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from loops.harness import ProtocolError, decode, encode
 from loops.redline import run_checks
-from loops.tasks import Check
+from loops.spec import Check
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text() | st.binary()
 # nan is never equal to itself, so as a key or a member it cannot be compared back.

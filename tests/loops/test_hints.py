@@ -1,3 +1,6 @@
+"""Hints: the redactor against every disguise of a hidden check (a property
+test with its own oracle), and what a prompt says after a failure."""
+
 from __future__ import annotations
 
 import html
@@ -14,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loops.hints import REDACTED, Failure, Redactor, build_prompt
-from loops.tasks import Check, builtin_suite
+from loops.spec import Check, Task, builtin_suite
 
 # --- an independent oracle: the test's own idea of "the secret is readable here"
 
@@ -165,15 +168,18 @@ def test_it_passes_fragments_that_share_nothing_with_the_checks(fragment: str) -
     assert redactor.redact(fragment) == fragment
 
 
-def test_it_drops_an_expected_value_shown_alone() -> None:
-    task = next(t for t in builtin_suite() if t.id == "slugify")
+def test_it_drops_an_expected_value_shown_alone(suite: dict[str, Task]) -> None:
+    task = suite["slugify"]
     redactor = Redactor.for_secrets(task.secrets())
 
     assert redactor.redact("you returned ready-set--go, not READY-SET-GO") == REDACTED
 
 
-def test_it_builds_a_prompt_from_what_the_agent_did_without_the_checks() -> None:
-    task = next(t for t in builtin_suite() if t.id == "to_bin")
+# --- the prompt after a failure
+
+
+def test_it_builds_a_prompt_from_what_the_agent_did_without_the_checks(suite: dict[str, Task]) -> None:
+    task = suite["to_bin"]
     redactor = Redactor.for_secrets(task.secrets())
     history = [
         Failure(
@@ -196,8 +202,8 @@ def test_it_builds_a_prompt_from_what_the_agent_did_without_the_checks() -> None
     assert "'100'" not in prompt
 
 
-def test_it_keeps_the_agents_own_error_message_when_it_reveals_nothing() -> None:
-    task = next(t for t in builtin_suite() if t.id == "str_length")
+def test_it_keeps_the_agents_own_error_message_when_it_reveals_nothing(suite: dict[str, Task]) -> None:
+    task = suite["str_length"]
     redactor = Redactor.for_secrets(task.secrets())
     history = [Failure(1, "NameError", ("check_1",), ("name 'offset' is not defined",))]
 
@@ -252,8 +258,8 @@ def test_a_checks_description_never_reaches_the_prompt_with_the_new_hint_fields(
         assert "Regression: " + ", ".join(regressed) in prompt
 
 
-def test_it_tells_the_agent_what_passes_must_keep_passing_and_what_regressed() -> None:
-    task = next(t for t in builtin_suite() if t.id == "roman")
+def test_it_tells_the_agent_what_passes_must_keep_passing_and_what_regressed(suite: dict[str, Task]) -> None:
+    task = suite["roman"]
     redactor = Redactor.for_secrets(task.secrets())
     failure = Failure(
         attempt=4,

@@ -1,19 +1,20 @@
+"""The demand and format red lines on the built-in tasks: verdicts, isolation,
+limits, and what a failure reports."""
+
 from __future__ import annotations
 
 import pytest
 
 from loops.redline import demand_red_line, extract_code, format_problem, run_checks
-from loops.tasks import Check, builtin_suite
-
-SUITE = {t.id: t for t in builtin_suite()}
+from loops.spec import Check, Task
 
 
-def test_it_passes_a_correct_candidate() -> None:
-    assert demand_red_line(SUITE["is_even"], "def is_even(n):\n    return n % 2 == 0\n").passed
+def test_it_passes_a_correct_candidate(suite: dict[str, Task]) -> None:
+    assert demand_red_line(suite["is_even"], "def is_even(n):\n    return n % 2 == 0\n").passed
 
 
-def test_it_reports_error_class_and_check_id_never_the_assertion() -> None:
-    result = demand_red_line(SUITE["to_bin"], "def to_bin(n):\n    return bin(n)[2:]\n")
+def test_it_reports_error_class_and_check_id_never_the_assertion(suite: dict[str, Task]) -> None:
+    result = demand_red_line(suite["to_bin"], "def to_bin(n):\n    return bin(n)[2:]\n")
     assert not result.passed
     assert result.signature == "AssertionError:check_2"
     text = repr(result)
@@ -70,9 +71,9 @@ def test_it_reports_what_the_candidate_raised() -> None:
     assert result.messages == ("name 'offset' is not defined",)
 
 
-def test_it_checks_the_format_red_line() -> None:
-    assert format_problem(SUITE["is_even"], "def f(:") is not None
-    assert format_problem(SUITE["is_even"], "def f(): pass") is None
-    assert format_problem(SUITE["service_card"], "{}") is not None  # schema: required fields
-    assert format_problem(SUITE["service_card"], '{"name": "a", "purpose": "b"}') is None
-    assert format_problem(SUITE["release_note"], "anything") is None
+def test_it_checks_the_format_red_line(suite: dict[str, Task]) -> None:
+    assert format_problem(suite["is_even"], "def f(:") is not None
+    assert format_problem(suite["is_even"], "def f(): pass") is None
+    assert format_problem(suite["service_card"], "{}") is not None  # schema: required fields
+    assert format_problem(suite["service_card"], '{"name": "a", "purpose": "b"}') is None
+    assert format_problem(suite["release_note"], "anything") is None

@@ -26,7 +26,7 @@ from loops import sandbox
 from loops.agents import Replay, ScriptedAgent
 from loops.redline import run_checks
 from loops.runner import LoopConfig, run_task
-from loops.tasks import Check, Task
+from loops.spec import Check, Task
 
 from .legacy_harness import run_checks as legacy_run_checks
 
@@ -222,7 +222,7 @@ def passes_in_a_worker_with_a_secret(harness: str, candidate: str, checks: list[
     /proc/<pid>/environ)."""
     code = (
         "import json, sys\n"
-        "from loops.tasks import Check\n"
+        "from loops.spec import Check\n"
         f"from {harness} import run_checks\n"
         "candidate, checks = json.loads(sys.stdin.read())\n"
         "print(run_checks(candidate, [Check.from_dict(c) for c in checks]).passed)\n"

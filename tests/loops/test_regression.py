@@ -7,9 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loops.agents import AgentError, AgentReply, Replay, ScriptedAgent, make_agent
+from loops.agents import AgentError, AgentReply, ScriptedAgent, make_agent
 from loops.cutoff import CUTOFF_REASONS, cutoff_summary
-from loops.runner import STOP_REASONS, FailingCheck, LoopConfig, LoopResult, run_task
+from loops.result import FailingCheck, LoopResult
+from loops.runner import STOP_REASONS, LoopConfig, run_task
+from loops.spec import Task
 from loops.stop_rules import (
     RegressionGuard,
     best_attempt,
@@ -17,16 +19,9 @@ from loops.stop_rules import (
     make_stop_rule,
     quality_estimates,
 )
-from loops.tasks import Check, Task, TaskKind, builtin_suite
+from tests.loops.helpers import RecordingAgent, ScoreSequence, scripted
 
-SUITE = {t.id: t for t in builtin_suite()}
-
-
-def scripted(task: Task, *attempts: str) -> ScriptedAgent:
-    return ScriptedAgent(Replay(task_id=task.id, attempts=attempts))
-
-
-# --- the guard's edges ---------------------------------------------------------------
+# --- the guard's edges ----------------------------------------------------------------
 
 
 def test_it_counts_a_drop_of_exactly_the_margin_as_a_regression() -> None:
@@ -94,7 +89,7 @@ def test_its_vector_form_answers_what_the_scalar_form_answers(grades: list[float
     assert [int(b) + 1 for b in best[0]] == [best_attempt(grades[: t + 1]) for t in range(len(grades))]
 
 
-# --- the best attempt ----------------------------------------------------------------
+# --- the best attempt -----------------------------------------------------------------
 
 
 def test_it_chooses_the_best_grade_and_the_later_attempt_on_a_tie() -> None:
@@ -115,13 +110,13 @@ def test_a_scored_task_is_judged_by_its_stop_rules_estimate() -> None:
     assert len(posterior) == 3 and all(0 <= q <= 1 for q in posterior)
 
 
-# --- the guard in the loop -----------------------------------------------------------
+# --- the guard in the loop ------------------------------------------------------------
 
 ROMAN_GOOD = "def roman(n):\n    return {1: 'I', 4: 'IV', 9: 'IX', 14: 'XIV', 40: 'XL'}[n]\n"
 
 
-def test_the_suites_regressing_replays_stop_on_the_guard_and_hand_over_their_best() -> None:
-    result = run_task(SUITE["roman"], make_agent("scripted", task=SUITE["roman"]), LoopConfig())
+def test_the_suites_regressing_replays_stop_on_the_guard_and_hand_over_their_best(suite: dict[str, Task]) -> None:
+    result = run_task(suite["roman"], make_agent("scripted", task=suite["roman"]), LoopConfig())
     assert result.stop_reason == "regression"
     assert result.grades == (1, 3, 4, 1, 0)
     assert (result.reviewed_attempt, result.reviewed_checks_passed, result.checks_total) == (3, 4, 5)
@@ -129,56 +124,55 @@ def test_the_suites_regressing_replays_stop_on_the_guard_and_hand_over_their_bes
     assert result.last_error.startswith("AssertionError at check_5 (attempt 3)")
     assert result.failing_checks == (FailingCheck("check_5", "subtractive forty"),)
 
-    clamp = run_task(SUITE["clamp"], make_agent("scripted", task=SUITE["clamp"]), LoopConfig())
+    clamp = run_task(suite["clamp"], make_agent("scripted", task=suite["clamp"]), LoopConfig())
     assert clamp.stop_reason == "regression" and clamp.attempts == 3
     assert clamp.reviewed_attempt == 1 and clamp.reviewed_checks_passed == 2
 
 
-def test_it_fires_after_k_regressions_and_not_after_k_minus_one() -> None:
-    task = SUITE["clamp"]
+def test_it_fires_after_k_regressions_and_not_after_k_minus_one(suite: dict[str, Task]) -> None:
+    task = suite["clamp"]
     good_two = "def clamp(x, lo, hi):\n    return max(lo, x)\n"
     broken = "def clamp(x, lo, hi):\n    return None\n"
     # the same failure three times would also be stuck: let only the regression guard decide
     guards = {"regression_after": 3, "stuck_after": 10}
-    one_short = run_task(task, scripted(task, good_two, broken), LoopConfig(step_limit=3, **guards))
+    one_short = run_task(task, scripted(good_two, broken, task_id=task.id), LoopConfig(step_limit=3, **guards))
     assert one_short.stop_reason == "step_limit"  # only K - 1 = 2 regressions fit
-    fired = run_task(task, scripted(task, good_two, broken), LoopConfig(step_limit=5, **guards))
+    fired = run_task(task, scripted(good_two, broken, task_id=task.id), LoopConfig(step_limit=5, **guards))
     assert fired.stop_reason == "regression" and fired.attempts == 4  # the 3rd regression in a row
 
 
-def test_it_lets_a_dip_that_recovers_continue_to_convergence() -> None:
-    task = SUITE["clamp"]
+def test_it_lets_a_dip_that_recovers_continue_to_convergence(suite: dict[str, Task]) -> None:
+    task = suite["clamp"]
     attempts = (
         "def clamp(x, lo, hi):\n    return max(lo, x)\n",  # 2 of 3
         "def clamp(x, lo, hi):\n    return min(high, x)\n",  # 0 of 3: one dip
         "def clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n",  # all pass
     )
-    result = run_task(task, scripted(task, *attempts), LoopConfig())
+    result = run_task(task, scripted(*attempts, task_id=task.id), LoopConfig())
     assert result.converged and result.grades == (2, 0, 3)
     assert result.reviewed_attempt == 3 and result.failing_checks == ()
 
 
-def test_it_hands_over_the_later_of_two_equally_graded_attempts() -> None:
-    task = SUITE["clamp"]
+def test_it_hands_over_the_later_of_two_equally_graded_attempts(suite: dict[str, Task]) -> None:
+    task = suite["clamp"]
     first = "def clamp(x, lo, hi):\n    return max(lo, x)\n"  # fails check_3
     second = "def clamp(x, lo, hi):\n    return min(hi, x)\n"  # fails check_2
-    result = run_task(task, scripted(task, first, second), LoopConfig(step_limit=2))
+    result = run_task(task, scripted(first, second, task_id=task.id), LoopConfig(step_limit=2))
     assert result.grades == (2, 2)
     assert result.reviewed_attempt == 2 and result.final_output == second.strip()
     assert result.failing_checks == (FailingCheck("check_2", "raises a value below the range to lo"),)
 
 
-def test_it_grades_an_answer_whose_checks_did_not_run_as_zero() -> None:
-    task = SUITE["clamp"]
-    result = run_task(
-        task, scripted(task, "def clamp(:", "def clamp(x, lo, hi):\n    return x\n"), LoopConfig(step_limit=2)
-    )
+def test_it_grades_an_answer_whose_checks_did_not_run_as_zero(suite: dict[str, Task]) -> None:
+    task = suite["clamp"]
+    attempts = ("def clamp(:", "def clamp(x, lo, hi):\n    return x\n")
+    result = run_task(task, scripted(*attempts, task_id=task.id), LoopConfig(step_limit=2))
     assert result.grades == (0, 1)
     assert result.reviewed_attempt == 2
 
 
-def test_it_hands_over_the_last_attempt_of_an_open_task() -> None:
-    task = SUITE["release_note"]
+def test_it_hands_over_the_last_attempt_of_an_open_task(suite: dict[str, Task]) -> None:
+    task = suite["release_note"]
     result = run_task(task, make_agent("scripted", task=task), LoopConfig())
     assert result.grades == () and result.checks_total == 0
     assert result.reviewed_attempt == result.attempts == 5
@@ -186,92 +180,21 @@ def test_it_hands_over_the_last_attempt_of_an_open_task() -> None:
     assert summary["checks_passed"] is None and summary["failing_checks"] == []
 
 
-def test_it_hands_over_the_scored_attempt_its_rule_rates_best() -> None:
-    task = Task(id="essay", description="Write an essay.", kind=TaskKind.GREY, scored=True, stop_rule="confirm2")
-
-    class Scores:
-        name = "scores"
-
-        def __init__(self) -> None:
-            self.scores = iter([0.5, 0.7, 0.75, 0.72])
-
-        def attempt(self, prompt: str) -> AgentReply:
-            return AgentReply(text=f"draft {prompt.count('Attempt')}", tokens=1, score=next(self.scores))
-
-    result = run_task(task, Scores(), LoopConfig(step_limit=4))
+def test_it_hands_over_the_scored_attempt_its_rule_rates_best(essay: Task) -> None:
+    result = run_task(essay, ScoreSequence(0.5, 0.7, 0.75, 0.72), LoopConfig(step_limit=4))
     assert result.stop_reason == "step_limit"
     assert result.reviewed_attempt == 3 and result.reviewed_estimate == pytest.approx(0.75)
     assert result.grades == ()
 
 
-def test_a_scored_loop_that_falls_back_stops_on_the_guard() -> None:
-    task = Task(id="essay", description="Write an essay.", kind=TaskKind.GREY, scored=True, stop_rule="confirm2")
-
-    class Falling:
-        name = "falling"
-
-        def __init__(self) -> None:
-            self.scores = iter([0.6, 0.78, 0.4, 0.45, 0.9])
-
-        def attempt(self, prompt: str) -> AgentReply:
-            return AgentReply(text="text", tokens=1, score=next(self.scores))
-
-    result = run_task(task, Falling(), LoopConfig(step_limit=8))
+def test_a_scored_loop_that_falls_back_stops_on_the_guard(essay: Task) -> None:
+    result = run_task(essay, ScoreSequence(0.6, 0.78, 0.4, 0.45, 0.9), LoopConfig(step_limit=8))
     assert result.stop_reason == "regression" and result.attempts == 4
     assert result.reviewed_attempt == 2
 
 
-def test_regression_is_one_of_the_cutoff_reasons() -> None:
-    assert "regression" in CUTOFF_REASONS and "regression" in STOP_REASONS
-
-
-def test_a_result_with_grades_round_trips_through_a_dict() -> None:
-    result = run_task(SUITE["roman"], make_agent("scripted", task=SUITE["roman"]), LoopConfig())
-    assert LoopResult.from_dict(result.to_dict()) == result
-
-
-# --- about: for the reviewer, never for the agent -------------------------------------
-
-
-def test_a_check_carries_an_optional_description_for_the_reviewer() -> None:
-    check = Check.from_dict({"id": "c", "code": "assert f(0) == 1", "about": "handles n = 0"})
-    assert check.about == "handles n = 0"
-    assert Check.from_dict(check.to_dict()) == check
-    assert "handles n = 0" in check.secrets()  # a hint may not echo it either
-    assert Check.from_dict({"id": "c", "code": "assert 1"}).about is None
-
-
-def test_a_check_with_an_unknown_field_or_an_overlong_description_is_refused() -> None:
-    from loops.tasks import TaskError
-
-    with pytest.raises(TaskError, match="unknown fields abuot"):
-        Check.from_dict({"id": "c", "code": "assert 1", "abuot": "typo"})
-    with pytest.raises(TaskError, match="about is longer"):
-        Check.from_dict({"id": "c", "code": "assert 1", "about": "x" * 201})
-
-
-def test_no_prompt_of_a_regressing_loop_holds_a_checks_description() -> None:
-    task = SUITE["roman"]
-    prompts: list[str] = []
-
-    class Recording(ScriptedAgent):
-        def attempt(self, prompt: str) -> AgentReply:
-            prompts.append(prompt)
-            return super().attempt(prompt)
-
-    agent = make_agent("scripted", task=task)
-    assert isinstance(agent, ScriptedAgent)
-    run_task(task, Recording(agent.replay), LoopConfig())
-    assert len(prompts) == 5
-    for prompt in prompts:
-        for check in task.checks:
-            assert check.about and check.about.lower() not in prompt.lower()
-    assert "Hidden checks passing: 4 of 5" in prompts[3]
-    assert "Regression: check_2, check_3, check_4" in prompts[4]
-
-
-def test_an_agent_that_fails_to_answer_is_not_going_backwards() -> None:
-    task = SUITE["clamp"]
+def test_an_agent_that_fails_to_answer_is_not_going_backwards(suite: dict[str, Task]) -> None:
+    task = suite["clamp"]
 
     class Flaky:
         name = "flaky"
@@ -289,3 +212,30 @@ def test_an_agent_that_fails_to_answer_is_not_going_backwards() -> None:
     assert result.stop_reason == "step_limit"  # two failed calls after 2 of 3 are no regression
     assert result.grades == (2, 0, 0, 2)
     assert result.reviewed_attempt == 4
+
+
+def test_regression_is_one_of_the_cutoff_reasons() -> None:
+    assert "regression" in CUTOFF_REASONS and "regression" in STOP_REASONS
+
+
+def test_a_result_with_grades_round_trips_through_a_dict(suite: dict[str, Task]) -> None:
+    result = run_task(suite["roman"], make_agent("scripted", task=suite["roman"]), LoopConfig())
+    assert LoopResult.from_dict(result.to_dict()) == result
+
+
+# --- a check's description: for the reviewer, never for the agent ---------------------
+
+
+def test_no_prompt_of_a_regressing_loop_holds_a_checks_description(suite: dict[str, Task]) -> None:
+    task = suite["roman"]
+    shipped = make_agent("scripted", task=task)
+    assert isinstance(shipped, ScriptedAgent)
+    agent = RecordingAgent(shipped.replay)
+    run_task(task, agent, LoopConfig())
+    prompts = agent.prompts
+    assert len(prompts) == 5
+    for prompt in prompts:
+        for check in task.checks:
+            assert check.about and check.about.lower() not in prompt.lower()
+    assert "Hidden checks passing: 4 of 5" in prompts[3]
+    assert "Regression: check_2, check_3, check_4" in prompts[4]

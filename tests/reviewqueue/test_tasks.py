@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from loops.tasks import builtin_suite
+from loops.spec import builtin_suite
 from reviewqueue import services
 from reviewqueue.models import LoopRun, QueuePolicy, ReviewItem
 from reviewqueue.tasks import run_loop, submit_loop

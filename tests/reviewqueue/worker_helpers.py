@@ -24,7 +24,7 @@ import kombu.pools
 from celery import Celery
 from django.db import connection
 
-from loops.tasks import builtin_suite
+from loops.spec import builtin_suite
 from reviewqueue.models import LoopRun
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,3 +1,6 @@
+"""The analytic checks: M/M/c/K blocking, transient loss, and the article's
+Markov chain against its closed form."""
+
 import dataclasses
 import math
 

@@ -6,10 +6,11 @@ import pytest
 
 import simulation.model
 from reviewqueue import policy
-from simulation import PRESETS, run_replications, simulate
+from simulation import PRESETS, Scenario, run_replications, simulate
 
 
-def _b(model: str, backpressure: bool, **changes: object) -> object:
+def _b(model: str, backpressure: bool, **changes: object) -> Scenario:
+    """Preset B with the model, backpressure and any other field changed."""
     return dataclasses.replace(PRESETS["B"], model=model, backpressure=backpressure, **changes)
 
 

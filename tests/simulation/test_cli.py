@@ -1,3 +1,6 @@
+"""The ``python -m simulation`` command line: JSON, replications, the table
+and the plot."""
+
 import json
 import subprocess
 import sys

@@ -6,6 +6,7 @@ import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -17,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def dev() -> Any:
+def dev() -> ModuleType:
+    """``dev.py`` loaded as a module, for its demo defaults and its wave timer."""
     spec = importlib.util.spec_from_file_location("dev_script", ROOT / "dev.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -25,7 +27,7 @@ def dev() -> Any:
     return module
 
 
-def test_dev_py_uses_the_load_the_model_checked(dev: Any) -> None:
+def test_dev_py_uses_the_load_the_model_checked(dev: ModuleType) -> None:
     load = DemoLoad()
     assert dev.DEMO_LOAD_DEFAULTS == {
         "DEMO_ROUND_SECONDS": load.round_seconds,
@@ -55,13 +57,13 @@ def test_the_old_steady_load_never_recovers() -> None:
     assert verdict.draft_at_median is not None and verdict.draft_at_median < 5
 
 
-def test_the_cli_reports_the_wave(capsys: Any) -> None:
+def test_the_cli_reports_the_wave(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo-load", "--seeds", "20", "--review-per-min", "2"]) == 0
     out = capsys.readouterr().out
     assert "draft mode arrives in" in out and "recedes in" in out
 
 
-def test_the_waves_submit_rounds_only_while_busy(dev: Any, monkeypatch: Any) -> None:
+def test_the_waves_submit_rounds_only_while_busy(dev: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     now = [0.0]
     started: list[list[str]] = []
 
@@ -91,7 +93,7 @@ def test_the_model_counts_the_cut_offs_the_built_in_suite_really_makes(draft: bo
     # suite changes the load, and this keeps the model from drifting from it.
     from loops.agents import make_agent
     from loops.runner import LoopConfig, run_task
-    from loops.tasks import builtin_suite
+    from loops.spec import builtin_suite
 
     cut_off = sum(
         not run_task(task, make_agent("scripted", task=task), LoopConfig(draft=draft)).converged

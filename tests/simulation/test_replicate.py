@@ -1,3 +1,6 @@
+"""Replications: seeds, parallel runs, progress, the JSON summary and the
+capacity recommendation."""
+
 import dataclasses
 import json
 import multiprocessing

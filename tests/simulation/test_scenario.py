@@ -1,3 +1,5 @@
+"""Scenarios: JSON round trip, the published presets, and input validation."""
+
 import dataclasses
 import json
 
@@ -39,7 +41,7 @@ def test_it_has_the_four_published_presets() -> None:
         ({"no_such_knob": 1}, "no_such_knob"),
     ],
 )
-def test_it_rejects_bad_input_naming_the_field(data: dict, field: str) -> None:
+def test_it_rejects_bad_input_naming_the_field(data: dict[str, object], field: str) -> None:
     with pytest.raises(ValueError, match=field):
         Scenario.from_dict(data)
 

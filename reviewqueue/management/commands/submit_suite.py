@@ -23,7 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=10.0, help="seconds between rounds")
 
     def handle(self, *args: object, **options: object) -> None:
-        from loops.tasks import TaskError, builtin_suite, load_tasks
+        from loops.spec import TaskError, builtin_suite, load_tasks
 
         try:
             tasks = load_tasks(str(options["tasks"])) if options.get("tasks") else builtin_suite()

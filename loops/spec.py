@@ -1,4 +1,4 @@
-"""Tasks: what the agent sees, plus the hidden red line it never sees.
+"""Task specs: what the agent sees, plus the hidden red line it never sees.
 
 A task file (YAML or JSON) holds a list of tasks, or a mapping with a
 ``tasks`` list. See ``loops/README.md`` for the format.

@@ -1,3 +1,6 @@
+"""Task specs: the file format, validation, the built-in suite, and what a
+check keeps secret."""
+
 from __future__ import annotations
 
 import json
@@ -6,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from loops.tasks import Task, TaskError, TaskKind, builtin_suite, load_tasks
+from loops.spec import Check, Task, TaskError, TaskKind, builtin_suite, load_tasks
 
 TASKS = [
     {
@@ -80,8 +83,28 @@ def test_it_ships_repairable_conceptual_and_open_tasks() -> None:
     assert {"is_even", "fizzbuzz", "stack", "to_bin", "str_length"} <= {t.id for t in suite}
 
 
-def test_it_counts_expected_values_among_a_checks_secrets() -> None:
-    task = next(t for t in builtin_suite() if t.id == "to_bin")
+def test_it_counts_expected_values_among_a_checks_secrets(suite: dict[str, Task]) -> None:
+    task = suite["to_bin"]
     secrets = task.secrets()
     assert "assert to_bin(8) == '100'" in secrets
     assert "100" in secrets
+
+
+def test_it_rejects_checks_on_open_tasks() -> None:
+    with pytest.raises(ValueError):
+        Task(id="o", description="d", kind=TaskKind.OPEN, checks=(Check(id="c", code="assert 1"),))
+
+
+def test_a_check_carries_an_optional_description_for_the_reviewer() -> None:
+    check = Check.from_dict({"id": "c", "code": "assert f(0) == 1", "about": "handles n = 0"})
+    assert check.about == "handles n = 0"
+    assert Check.from_dict(check.to_dict()) == check
+    assert "handles n = 0" in check.secrets()  # a hint may not echo it either
+    assert Check.from_dict({"id": "c", "code": "assert 1"}).about is None
+
+
+def test_a_check_with_an_unknown_field_or_an_overlong_description_is_refused() -> None:
+    with pytest.raises(TaskError, match="unknown fields abuot"):
+        Check.from_dict({"id": "c", "code": "assert 1", "abuot": "typo"})
+    with pytest.raises(TaskError, match="about is longer"):
+        Check.from_dict({"id": "c", "code": "assert 1", "about": "x" * 201})
