@@ -9,17 +9,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from reviewqueue.models import QueuePolicy
-from reviewqueue.views.ops import depth_chart, y_axis
+from reviewqueue.views.ops import depth_chart
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.mark.parametrize(
-    ("value", "top"),
-    [(50, 50), (15, 15), (6, 6), (100, 100), (52, 60), (7, 8), (0.3, 0.3), (0, 1)],
-)
-def test_the_y_axis_stops_at_the_first_round_value_reaching_the_data(value: float, top: float) -> None:
-    assert y_axis(value)[0] == pytest.approx(top)
 
 
 def test_the_depth_axis_ends_at_capacity(admit_item: Any) -> None:
