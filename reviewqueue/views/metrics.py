@@ -21,7 +21,8 @@ from prometheus_client.registry import Collector
 from .. import stats
 from ..access import is_operator
 from ..models import ApiToken, QueuePolicy, ReviewItem
-from .api import bearer_token, missing_scope_body
+from ..tokens import bearer_token
+from .api import missing_scope_body
 
 
 class QueueCollector(Collector):

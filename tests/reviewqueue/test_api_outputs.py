@@ -8,7 +8,8 @@ from django.urls import reverse
 
 from reviewqueue import services
 from reviewqueue.models import ApiToken, ReviewItem
-from reviewqueue.views.api import API_MAX_BODY_BYTES, hash_token, issue_token
+from reviewqueue.tokens import hash_token, issue_token
+from reviewqueue.views.api import API_MAX_BODY_BYTES
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from unittest import mock
 import pytest
 
 from reviewqueue.models import ApiToken, LoopRun
-from reviewqueue.views.api import issue_token
+from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
 

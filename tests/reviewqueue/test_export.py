@@ -13,8 +13,7 @@ from django.utils import timezone
 
 from reviewqueue import services
 from reviewqueue.forms import csv_safe
-from reviewqueue.models import ApiToken, Verdict
-from reviewqueue.views.api import hash_token
+from reviewqueue.models import Verdict
 
 pytestmark = pytest.mark.django_db
 
@@ -127,15 +126,6 @@ def test_it_writes_csv_to_stdout_from_the_command_line(reviewer: Any, admit_item
     call_command("export_verdicts", "--no-progress", stdout=out, stderr=io.StringIO())
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert rows[0]["note"] == "'=danger"
-
-
-def test_it_creates_a_token_from_the_command_line(db: None) -> None:
-    out = io.StringIO()
-    call_command("create_api_token", "ci-producer", "--metrics", stdout=out, stderr=io.StringIO())
-    plain = out.getvalue().strip()
-    token = ApiToken.objects.get(name="ci-producer")
-    assert token.token_hash == hash_token(plain)
-    assert token.scopes == ["outputs", "metrics"]
 
 
 def test_it_exports_the_reviewed_attempt_its_grade_and_the_regression_reason(

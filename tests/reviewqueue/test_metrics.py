@@ -6,7 +6,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reviewqueue import services
-from reviewqueue.views.api import issue_token
+from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
 

@@ -35,7 +35,7 @@ def test_it_answers_503_on_the_dashboard(client: Client, operator: Any, monkeypa
 
 
 def test_it_answers_json_503_on_the_api(client: Client, monkeypatch: Any) -> None:
-    from reviewqueue.views.api import issue_token
+    from reviewqueue.tokens import issue_token
 
     _, plain = issue_token(name="producer", scopes=["outputs"])
     monkeypatch.setattr(services, "admit", broken)
