@@ -22,13 +22,13 @@ from loops.gates import GATES
 from .. import services, stats
 from ..access import operator_required
 from ..charts import Chart, HLine, Line, build_chart, watermark_marks
+from ..export import export_lines
 from ..forms import (
     INLINE_SIMULATION_MINUTES,
     ExportForm,
     LiveWindowForm,
     PolicyForm,
     WhatIfForm,
-    export_lines,
     scenario_initial,
 )
 from ..models import CircuitBreakerEntry, FilterRule, PolicyAudit, QueuePolicy, SimulationRun

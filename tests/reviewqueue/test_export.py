@@ -1,3 +1,5 @@
+"""Verdict export: CSV and JSON Lines, from the export page and from the command line."""
+
 from __future__ import annotations
 
 import csv
@@ -12,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.forms import csv_safe
+from reviewqueue.export import csv_safe
 from reviewqueue.models import Verdict
 
 pytestmark = pytest.mark.django_db
