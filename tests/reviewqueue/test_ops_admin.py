@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 
-from reviewqueue.access import OPERATOR_CHANGES, OPERATOR_READS, ROLE_PERMISSIONS
-from reviewqueue.management.commands.setup_roles import ensure_groups
+from reviewqueue.access import OPERATOR_CHANGES, OPERATOR_READS
 from reviewqueue.models import PolicyAudit, QueuePolicy, ReviewItem
 
 pytestmark = pytest.mark.django_db
@@ -19,20 +17,6 @@ def staff_operator(operator: Any) -> Any:
     operator.is_staff = True
     operator.save()
     return operator
-
-
-def test_setup_roles_gives_each_group_exactly_its_roles_permissions(roles: dict[str, Any]) -> None:
-    for role, codenames in ROLE_PERMISSIONS.items():
-        have = set(Group.objects.get(name=role).permissions.values_list("codename", flat=True))
-        assert have == set(codenames)
-
-
-def test_setup_roles_removes_a_permission_a_role_no_longer_has(roles: dict[str, Any]) -> None:
-    from django.contrib.auth.models import Permission
-
-    roles["reviewer"].permissions.add(Permission.objects.get(codename="change_reviewitem"))
-    ensure_groups()
-    assert not roles["reviewer"].permissions.filter(codename="change_reviewitem").exists()
 
 
 def test_the_operator_sees_every_queue_model_in_the_admin(client: Any, staff_operator: Any) -> None:

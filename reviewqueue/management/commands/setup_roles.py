@@ -5,24 +5,9 @@ from __future__ import annotations
 import argparse
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandError
 
-from reviewqueue.access import ROLE_PERMISSIONS
-
-
-def ensure_groups() -> dict[str, Group]:
-    """Idempotent: the groups exist with exactly their role's permissions."""
-    groups = {}
-    for role, codenames in ROLE_PERMISSIONS.items():
-        group, _ = Group.objects.get_or_create(name=role)
-        perms = list(Permission.objects.filter(content_type__app_label="reviewqueue", codename__in=codenames))
-        missing = set(codenames) - {p.codename for p in perms}
-        if missing:  # a renamed model must not silently leave a role without its rights
-            raise CommandError(f"permissions missing for role {role}: {', '.join(sorted(missing))} (run migrate)")
-        group.permissions.set(perms)
-        groups[role] = group
-    return groups
+from reviewqueue.access import ROLE_PERMISSIONS, MissingPermissions, ensure_groups
 
 
 class Command(BaseCommand):
@@ -35,7 +20,10 @@ class Command(BaseCommand):
         parser.add_argument("--staff", action="store_true", help="also allow the Django admin")
 
     def handle(self, *args: object, **options: object) -> None:
-        groups = ensure_groups()
+        try:
+            groups = ensure_groups()
+        except MissingPermissions as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(f"groups ready: {', '.join(sorted(groups))}")
         username = options.get("user")
         if not username:
