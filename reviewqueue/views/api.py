@@ -387,7 +387,8 @@ def guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     return login_not_required(wrapped)
 
 
-def _guarded(patterns: list[Any]) -> list[Any]:
+def guarded(patterns: list[Any]) -> list[Any]:
+    """The API's routes, each behind ``guard``; urls.py mounts them."""
     for pattern in patterns:
         if isinstance(pattern, URLPattern):
             pattern.callback = guard(pattern.callback)
@@ -402,7 +403,3 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
         body = {"error": "invalid", "fields": {"body": "must be JSON in UTF-8"}, "detail": str(exc)}
         return api.create_response(request, body, status=400)
     return api.create_response(request, {"error": "http_error", "detail": str(exc)}, status=exc.status_code)
-
-
-app_name = "api"
-urlpatterns = _guarded(api.urls[0])

@@ -12,7 +12,6 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import path
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -444,18 +443,3 @@ def export_download(request: HttpRequest) -> HttpResponse:
 def api_docs(request: HttpRequest) -> HttpResponse:
     """The interactive API reference (vendored Swagger UI over /api/openapi.json)."""
     return render(request, "ops/api_docs.html")
-
-
-app_name = "ops"
-urlpatterns = [
-    path("", dashboard, name="dashboard"),
-    path("rules/<int:rule_id>/preview/", rule_preview, name="rule_preview"),
-    path("rules/<int:rule_id>/<str:action>/", rule_decide, name="rule_decide"),
-    path("policy/", policy_settings, name="policy"),
-    path("whatif/", whatif, name="whatif"),
-    path("whatif/run/", whatif_run, name="whatif_run"),
-    path("whatif/compare/", whatif_compare, name="whatif_compare"),
-    path("whatif/<int:run_id>/", whatif_result, name="whatif_result"),
-    path("export/", export, name="export"),
-    path("export/download/", export_download, name="export_download"),
-]

@@ -23,7 +23,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path, reverse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -32,8 +32,6 @@ from .. import services
 from ..access import reviewer_required
 from ..models import QueuePolicy, ReasonLabel, ReviewItem, Verdict
 from ..templatetags.time_tags import ago
-
-app_name = "review"
 
 CARD = "review/queue.html#card"
 LEASE = "review/queue.html#lease"
@@ -406,14 +404,3 @@ def undo(request: HttpRequest) -> HttpResponse:
             pass  # already gone back or decided: nothing held to give back
     notices = [Notice(f"Verdict on item #{item.pk} taken back; decide it again.")]
     return _done(request, CardState(item=item, notices=notices))
-
-
-urlpatterns = [
-    path("", queue, name="queue"),
-    path("waiting/", waiting, name="waiting"),
-    path("next/", next_item, name="next"),
-    path("undo/", undo, name="undo"),
-    path("<int:item_id>/decide/", decide, name="decide"),
-    path("<int:item_id>/skip/", skip, name="skip"),
-    path("<int:item_id>/renew/", renew, name="renew"),
-]
