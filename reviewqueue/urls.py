@@ -13,7 +13,8 @@ from .views import api, auth, metrics, ops, review
 review_urls = (
     [
         path("", review.queue, name="queue"),
-        path("waiting/", review.waiting, name="waiting"),
+        # The empty queue's poll target: the same view as the page, at its own URL.
+        path("waiting/", review.queue, name="waiting"),
         path("next/", review.next_item, name="next"),
         path("undo/", review.undo, name="undo"),
         path("<int:item_id>/decide/", review.decide, name="decide"),

@@ -9,6 +9,7 @@ from django.db import OperationalError
 from django.test import Client
 
 from reviewqueue import services, stats
+from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
 
@@ -24,6 +25,7 @@ def test_it_answers_503_when_claiming_loses_the_database(client: Client, reviewe
     assert response.status_code == 503
     assert response["Retry-After"]
     assert b"Nothing was saved" in response.content
+    assert b"<html" not in response.content  # the partial, for htmx to put in place of the card
 
 
 def test_it_answers_503_on_the_dashboard(client: Client, operator: Any, monkeypatch: Any) -> None:
@@ -32,11 +34,10 @@ def test_it_answers_503_on_the_dashboard(client: Client, operator: Any, monkeypa
     response = client.get("/ops/")
     assert response.status_code == 503
     assert b"Nothing was saved" in response.content
+    assert b"<html" in response.content  # a whole page for a plain request
 
 
 def test_it_answers_json_503_on_the_api(client: Client, monkeypatch: Any) -> None:
-    from reviewqueue.tokens import issue_token
-
     _, plain = issue_token(name="producer", scopes=["outputs"])
     monkeypatch.setattr(services, "admit", broken)
     payload = {
