@@ -12,8 +12,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
 
 from loops import sandbox as redline_sandbox
 from loops.gates import GATES
@@ -33,6 +35,7 @@ from ..forms import (
 from ..models import CircuitBreakerEntry, FilterRule, PolicyAudit, QueuePolicy, SimulationRun
 from ..ops_tasks import execute_simulation, run_simulation
 from ..policy import FILTER_GATES
+from .http import HtmxHttpRequest
 
 POLL_SECONDS = 5
 
@@ -176,7 +179,7 @@ def rules_context() -> dict[str, Any]:
 
 @require_GET
 @operator_required
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     """The live dashboard; an htmx poll gets only the region it asked for."""
     if request.htmx and request.htmx.target == "rules":
         return render(request, "ops/dashboard.html#rules", rules_context())
@@ -224,7 +227,7 @@ def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse
 
 @require_http_methods(["GET", "POST"])
 @operator_required
-def policy_settings(request: HttpRequest) -> HttpResponse:
+def policy_settings(request: HtmxHttpRequest) -> HttpResponse:
     """Edit the queue policy; every change is audited and listed below the form."""
     queue = QueuePolicy.current()
     status = 200
@@ -272,11 +275,25 @@ def live_initial(window_key: str) -> tuple[dict[str, Any], stats.Rates]:
     return initial, flow
 
 
+def whatif_page_context(form: WhatIfForm, live_form: LiveWindowForm) -> dict[str, Any]:
+    """What the what-if page always shows: the forms, the presets, the latest runs."""
+    from simulation import PRESET_DESCRIPTIONS, PRESETS
+
+    return {
+        "form": form,
+        "live_form": live_form,
+        "presets": sorted(PRESETS),
+        "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
+        "runs": SimulationRun.objects.order_by("-created_at", "-pk")[:20],
+        "inline_minutes": INLINE_SIMULATION_MINUTES,
+    }
+
+
 @require_GET
 @operator_required
 def whatif(request: HttpRequest) -> HttpResponse:
     """The scenario form; ?preset=X or ?window=1h&live=1 only prefill it."""
-    from simulation import PRESET_DESCRIPTIONS, PRESETS
+    from simulation import PRESETS
 
     live_form = LiveWindowForm(request.GET if "live" in request.GET else None)
     live_flow: stats.Rates | None = None
@@ -286,46 +303,25 @@ def whatif(request: HttpRequest) -> HttpResponse:
     else:
         preset = preset if preset in PRESETS else "A"
         initial = scenario_initial(PRESETS[preset], name=f"preset {preset}")
-    runs = SimulationRun.objects.order_by("-created_at", "-pk")[:20]
-    return render(
-        request,
-        "ops/whatif.html",
+    page = whatif_page_context(WhatIfForm(initial=initial), live_form if live_form.is_bound else LiveWindowForm())
+    page.update(
         {
-            "form": WhatIfForm(initial=initial),
-            "live_form": live_form if live_form.is_bound else LiveWindowForm(),
             "live_flow": live_flow,
             "live_ratio": fmt_ratio(live_flow.ratio) if live_flow else None,
-            "presets": sorted(PRESETS),
-            "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
             "preset": None if live_flow else preset,
-            "runs": runs,
-            "done_runs": [r for r in runs if r.status == SimulationRun.Status.DONE],
-            "inline_minutes": INLINE_SIMULATION_MINUTES,
-        },
+            "done_runs": [run for run in page["runs"] if run.status == SimulationRun.Status.DONE],
+        }
     )
+    return render(request, "ops/whatif.html", page)
 
 
 @require_POST
 @operator_required
-def whatif_run(request: HttpRequest) -> HttpResponse:
+def whatif_run(request: HtmxHttpRequest) -> HttpResponse:
     """Start a simulation: small ones run in the request, larger ones in a Celery task."""
     form = WhatIfForm(request.POST)
     if not form.is_valid():
-        from simulation import PRESET_DESCRIPTIONS, PRESETS
-
-        return render(
-            request,
-            "ops/whatif.html",
-            {
-                "form": form,
-                "live_form": LiveWindowForm(),
-                "presets": sorted(PRESETS),
-                "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
-                "runs": SimulationRun.objects.order_by("-created_at", "-pk")[:20],
-                "inline_minutes": INLINE_SIMULATION_MINUTES,
-            },
-            status=400,
-        )
+        return render(request, "ops/whatif.html", whatif_page_context(form, LiveWindowForm()), status=400)
     run = SimulationRun.objects.create(
         created_by=request.user,
         name=form.cleaned_data["name"] or "what-if",
@@ -386,14 +382,17 @@ def result_context(run: SimulationRun) -> dict[str, Any]:
 
 @require_GET
 @operator_required
-def whatif_result(request: HttpRequest, run_id: int) -> HttpResponse:
-    """A run's result; while it runs, the progress region polls and stops (286) when done."""
+def whatif_result(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+    """A run's result; while it runs, the progress region polls, and the answer
+    for a finished run tells htmx to stop polling (286)."""
     run = get_object_or_404(SimulationRun, pk=run_id)
     ctx = result_context(run)
-    if request.htmx:
-        finished = run.status in (SimulationRun.Status.DONE, SimulationRun.Status.FAILED)
-        return render(request, "ops/whatif_result.html#result", ctx, status=286 if finished else 200)
-    return render(request, "ops/whatif_result.html", ctx)
+    if not request.htmx:
+        return render(request, "ops/whatif_result.html", ctx)
+    region = "ops/whatif_result.html#result"
+    if run.status in (SimulationRun.Status.DONE, SimulationRun.Status.FAILED):
+        return HttpResponseStopPolling(render_to_string(region, ctx, request))
+    return render(request, region, ctx)
 
 
 @require_GET
