@@ -19,6 +19,8 @@ from django.template.loader import render_to_string
 
 log = logging.getLogger(__name__)
 
+# How long a client should wait before repeating a request that met an outage
+# (the database here, the broker in the task API): one value site-wide.
 RETRY_AFTER_SECONDS = 5
 # The 503 page and, for htmx requests, the fragment of it that replaces the card.
 UNAVAILABLE_PAGE = "503.html"

@@ -21,6 +21,7 @@ from ninja.security import HttpBearer
 from pydantic import field_validator
 
 from .. import services, stats
+from ..middleware import RETRY_AFTER_SECONDS
 from ..models import ApiToken, CutoffReason, LoopRun, QueuePolicy, ReviewItem
 from ..tokens import token_for
 
@@ -254,7 +255,7 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
             },
             status=503,
         )
-        response["Retry-After"] = "5"
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response  # type: ignore[return-value]
     return Status(201 if created else 200, _run_body(run, created=created))
 
