@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -22,7 +24,7 @@ def test_the_depth_axis_ends_at_capacity(admit_item: Any) -> None:
     assert labels == ["0", "10", "20", "30", "40", "50"]
 
 
-def test_the_polled_region_is_not_itself_a_live_region(client: Any, operator: Any) -> None:
+def test_the_polled_region_is_not_itself_a_live_region(client: Client, operator: User) -> None:
     client.force_login(operator)
     body = client.get(reverse("ops:dashboard")).content.decode()
     live = body.split('<section id="live"')[1].split(">")[0]
