@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -19,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--password", help="set this password (otherwise an existing one is kept)")
         parser.add_argument("--staff", action="store_true", help="also allow the Django admin")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             groups = ensure_groups()
         except MissingPermissions as exc:
@@ -28,7 +29,7 @@ class Command(BaseCommand):
         username = options.get("user")
         if not username:
             return
-        roles = options["role"] or []
+        roles: list[str] = options["role"] or []
         if not roles:
             raise CommandError("--user needs at least one --role")
         user_model = get_user_model()
@@ -41,6 +42,6 @@ class Command(BaseCommand):
         if options.get("staff"):
             user.is_staff = True
         user.save()
-        for role in roles:  # type: ignore[union-attr]
+        for role in roles:
             user.groups.add(groups[role])
-        self.stdout.write(f"{'created' if created else 'updated'} {username}: {', '.join(roles)}")  # type: ignore[arg-type]
+        self.stdout.write(f"{'created' if created else 'updated'} {username}: {', '.join(roles)}")
