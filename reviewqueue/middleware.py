@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -53,7 +53,7 @@ def when_database_lost(detail: str) -> Callable[[V], V]:
             except DATABASE_ERRORS as exc:
                 raise DatabaseLost(detail) from exc
 
-        return answered  # type: ignore[return-value]
+        return cast(V, answered)
 
     return decorate
 

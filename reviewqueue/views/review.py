@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.contrib import messages
@@ -228,7 +228,7 @@ def reviewer_post(view: V) -> V:
             return redirect("review:queue")
         return view(request, *args, **kwargs)
 
-    return require_http_methods(["GET", "POST"])(reviewer_required(action))  # type: ignore[return-value]
+    return cast(V, require_http_methods(["GET", "POST"])(reviewer_required(action)))
 
 
 @require_GET
