@@ -39,6 +39,7 @@ print(json.dumps(codes))
 """
 
 
+
 def _database_url() -> str:
     db = connection.settings_dict
     if connection.vendor == "sqlite":
@@ -69,13 +70,7 @@ def test_two_processes_count_sign_in_attempts_against_one_limit(settings: Any, r
         "LOG_LEVEL": "ERROR",
     }
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, address],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
+        [sys.executable, "-c", CHILD, address], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
     )
     assert json.loads(child.stdout.strip().splitlines()[-1]) == [200] * (LIMIT // 2)
     client = Client()
