@@ -1,5 +1,6 @@
-"""POST /api/tasks and the read endpoints: a producer submits a loop run, reads it back, and reads the
-queue's stats."""
+"""POST /api/tasks and the read endpoints: a producer submits a loop run,
+reads it back and reads the queue's stats, and its token records when it was
+last used."""
 
 from __future__ import annotations
 
