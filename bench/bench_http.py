@@ -60,7 +60,7 @@ def seed(items: int, clients: int) -> list[str]:
     from django.contrib.auth.hashers import make_password
     from django.utils import timezone
 
-    from reviewqueue.management.commands.setup_roles import ensure_groups
+    from reviewqueue.access import ensure_groups
     from reviewqueue.models import QueuePolicy, ReviewItem
 
     # Capacity above the seeded depth, so nothing is shed and mode stays normal.

@@ -73,7 +73,7 @@ def seed(url: str, decided: int, pending: int) -> float:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from reviewqueue.management.commands.setup_roles import ensure_groups
+    from reviewqueue.access import ensure_groups
     from reviewqueue.models import QueuePolicy
 
     started = time.perf_counter()

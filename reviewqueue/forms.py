@@ -1,10 +1,8 @@
-"""Operator forms: policy settings, the what-if scenario, verdict export."""
+"""Operator forms: policy settings, the what-if scenario, the verdict
+export's filters. The export itself (rows, CSV, JSON Lines) is export.py."""
 
 from __future__ import annotations
 
-import csv
-import json
-from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 from django import forms
@@ -12,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
+from . import export
 from .models import QueuePolicy, ReviewItem, Verdict
 from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
 
@@ -310,102 +309,6 @@ class ExportForm(forms.Form):
     def queryset(self) -> QuerySet[Verdict]:
         """Verdicts matching the filters, oldest first; call after is_valid()."""
         data = self.cleaned_data
-        qs = Verdict.objects.order_by("created_at", "pk")
-        if data.get("since"):
-            qs = qs.filter(created_at__gte=data["since"])
-        if data.get("until"):
-            qs = qs.filter(created_at__lt=data["until"])
-        if data.get("label"):
-            qs = qs.filter(item__label=data["label"])
-        if data.get("reviewer"):
-            qs = qs.filter(reviewer__username=data["reviewer"])
-        return qs
-
-
-# --- export streams -----------------------------------------------------------------
-
-EXPORT_COLUMNS = (
-    ("verdict_id", "pk"),
-    ("item_id", "item_id"),
-    ("task_id", "item__task_id"),
-    ("task_kind", "item__task_kind"),
-    ("label", "item__label"),
-    ("draft", "item__draft"),
-    ("priority", "item__priority"),
-    ("cutoff_reason", "item__cutoff_reason"),
-    ("attempt_count", "item__attempt_count"),
-    ("reviewed_attempt", "item__reviewed_attempt"),  # the best attempt, which the verdict judged
-    ("checks_passed", "item__checks_passed"),
-    ("checks_total", "item__checks_total"),
-    ("reviewed_score", "item__reviewed_score"),
-    ("failing_checks", "item__failing_checks"),  # JSON text: [{"id", "about"}]
-    ("producer", "item__producer"),
-    ("decision", "decision"),
-    ("reason_label", "reason_label"),
-    ("note", "note"),
-    ("reviewer", "reviewer__username"),
-    ("counts_for_tuner", "counts_for_tuner"),
-    ("item_created_at", "item__created_at"),
-    ("decided_at", "created_at"),
-)
-# Appended with the dataset option: the text a verdict was about.
-DATASET_COLUMNS = (
-    ("task_description", "item__task_description"),
-    ("final_output", "item__final_output"),
-    ("last_error", "item__last_error"),
-)
-EXPORT_CHUNK = 2000
-# Outputs run to hundreds of kilobytes: read fewer rows at a time with the text.
-DATASET_CHUNK = 100
-# A spreadsheet runs a cell starting with one of these as a formula.
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-
-
-def export_columns(dataset: bool = False) -> tuple[tuple[str, str], ...]:
-    return EXPORT_COLUMNS + DATASET_COLUMNS if dataset else EXPORT_COLUMNS
-
-
-def export_rows(queryset: QuerySet[Verdict], dataset: bool = False) -> Iterator[dict[str, Any]]:
-    """One dict per verdict, read in chunks so memory stays flat whatever the row count."""
-    columns = export_columns(dataset)
-    names = [name for name, _ in columns]
-    lookups = [lookup for _, lookup in columns]
-    chunk = DATASET_CHUNK if dataset else EXPORT_CHUNK
-    for values in queryset.values_list(*lookups).iterator(chunk_size=chunk):
-        row = dict(zip(names, values, strict=True))
-        for key in ("item_created_at", "decided_at"):
-            if row[key] is not None:
-                row[key] = row[key].isoformat()
-        yield row
-
-
-def csv_safe(value: Any) -> Any:
-    """Neutralise spreadsheet formula injection by quoting a leading trigger character."""
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
-        return "'" + value
-    return value
-
-
-class _Echo:
-    """A file-like object whose write returns the line, so csv.writer can stream."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
-def csv_lines(rows: Iterable[dict[str, Any]], dataset: bool = False) -> Iterator[str]:
-    writer = csv.writer(_Echo())
-    yield writer.writerow([name for name, _ in export_columns(dataset)])
-    for row in rows:
-        yield writer.writerow([csv_safe(v) for v in row.values()])
-
-
-def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
-    for row in rows:
-        yield json.dumps(row, ensure_ascii=False) + "\n"
-
-
-def export_lines(queryset: QuerySet[Verdict], fmt: str, dataset: bool = False) -> Iterator[str]:
-    """The export as text lines; ``dataset`` adds the task text, output and last error."""
-    rows = export_rows(queryset, dataset)
-    return csv_lines(rows, dataset) if fmt == "csv" else jsonl_lines(rows)
+        return export.verdicts(
+            since=data.get("since"), until=data.get("until"), label=data.get("label"), reviewer=data.get("reviewer")
+        )

@@ -22,7 +22,7 @@ def _test_settings(settings: Any) -> None:
 
 @pytest.fixture
 def roles(db: None) -> dict[str, Any]:
-    from reviewqueue.management.commands.setup_roles import ensure_groups
+    from reviewqueue.access import ensure_groups
 
     return ensure_groups()
 

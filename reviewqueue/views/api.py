@@ -6,20 +6,14 @@ so no CSRF. The contract is in docs/API.md; the schema at /api/openapi.json.
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
-import secrets
 import uuid
-from collections.abc import Callable, Collection
-from datetime import timedelta
+from collections.abc import Callable
 from typing import Any, Literal
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern
-from django.utils import timezone
 from ninja import Field, NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -27,77 +21,14 @@ from ninja.security import HttpBearer
 from pydantic import field_validator
 
 from .. import services, stats
+from ..middleware import RETRY_AFTER_SECONDS
 from ..models import ApiToken, CutoffReason, LoopRun, QueuePolicy, ReviewItem
+from ..tokens import token_for
 
 # Request bodies above this are refused with 413 before they are parsed. Outputs
 # longer than REVIEWQUEUE_MAX_OUTPUT_CHARS inside a smaller body are truncated
 # by admit() with a visible marker instead.
 API_MAX_BODY_BYTES = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-TOKEN_PREFIX_LEN = 8
-# last_used_at is a hint, not an audit trail: write it at most once a minute per token.
-LAST_USED_RESOLUTION = timedelta(minutes=1)
-
-
-# --- tokens ---------------------------------------------------------------------------------
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-# Items from operators' loop runs are filed under these producer names.
-RESERVED_PRODUCER_PREFIX = "loop:"
-
-
-def issue_token(
-    *, name: str, scopes: Collection[str], created_by: AbstractBaseUser | None = None
-) -> tuple[ApiToken, str]:
-    """Create a token with exactly ``scopes``; the plain text is returned once
-    and never stored. Raises ValueError for an unknown scope or a reserved or
-    empty name. Not idempotent: each call issues a new token."""
-    name = name.strip()
-    if not name or len(name) > 100 or not name.isprintable():
-        raise ValueError("a token's name is 1 to 100 printable characters")
-    if name.startswith(RESERVED_PRODUCER_PREFIX):
-        raise ValueError(f"names starting with {RESERVED_PRODUCER_PREFIX!r} are kept for built-in loop runs")
-    unknown = sorted(set(scopes) - set(ApiToken.Scope.values))
-    if unknown:
-        raise ValueError(f"unknown scope {', '.join(unknown)}; known: {', '.join(ApiToken.Scope.values)}")
-    prefix = secrets.token_hex(TOKEN_PREFIX_LEN // 2)
-    plain = f"rq_{prefix}_{secrets.token_urlsafe(32)}"
-    token = ApiToken.objects.create(
-        name=name,
-        prefix=prefix,
-        token_hash=hash_token(plain),
-        # In the order the scopes are declared, whatever order they came in.
-        scopes=[scope for scope in ApiToken.Scope.values if scope in set(scopes)],
-        created_by=created_by,
-    )
-    return token, plain
-
-
-def token_for(raw: str) -> ApiToken | None:
-    """The active token matching ``raw``, compared in constant time."""
-    parts = raw.split("_")
-    if len(parts) < 3 or parts[0] != "rq" or len(parts[1]) != TOKEN_PREFIX_LEN:
-        return None
-    digest = hash_token(raw)
-    for token in ApiToken.objects.filter(prefix=parts[1], revoked_at=None):
-        if hmac.compare_digest(token.token_hash, digest):
-            now = timezone.now()
-            if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-                ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-            return token
-    return None
-
-
-def bearer_token(request: HttpRequest) -> ApiToken | None:
-    """The token from an ``Authorization: Bearer`` header, if valid."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, raw = header.partition(" ")
-    if scheme.lower() != "bearer" or not raw.strip():
-        return None
-    return token_for(raw.strip())
 
 
 class TokenAuth(HttpBearer):
@@ -324,7 +255,7 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
             },
             status=503,
         )
-        response["Retry-After"] = "5"
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response  # type: ignore[return-value]
     return Status(201 if created else 200, _run_body(run, created=created))
 
@@ -457,7 +388,8 @@ def guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     return login_not_required(wrapped)
 
 
-def _guarded(patterns: list[Any]) -> list[Any]:
+def guarded(patterns: list[Any]) -> list[Any]:
+    """The API's routes, each behind ``guard``; urls.py mounts them."""
     for pattern in patterns:
         if isinstance(pattern, URLPattern):
             pattern.callback = guard(pattern.callback)
@@ -472,7 +404,3 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
         body = {"error": "invalid", "fields": {"body": "must be JSON in UTF-8"}, "detail": str(exc)}
         return api.create_response(request, body, status=400)
     return api.create_response(request, {"error": "http_error", "detail": str(exc)}, status=exc.status_code)
-
-
-app_name = "api"
-urlpatterns = _guarded(api.urls[0])

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import path
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -21,7 +20,8 @@ from prometheus_client.registry import Collector
 from .. import stats
 from ..access import is_operator
 from ..models import ApiToken, QueuePolicy, ReviewItem
-from .api import bearer_token, missing_scope_body
+from ..tokens import bearer_token
+from .api import missing_scope_body
 
 
 class QueueCollector(Collector):
@@ -100,6 +100,3 @@ def metrics(request: HttpRequest) -> HttpResponse:
     elif not is_operator(request.user):
         return HttpResponse("operators only\n", status=403, content_type="text/plain")
     return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
-
-
-urlpatterns = [path("metrics", metrics, name="metrics")]

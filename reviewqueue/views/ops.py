@@ -4,8 +4,6 @@ what-if simulator and the verdict export. All need the operator role."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,123 +12,32 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import path
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
 
 from loops import sandbox as redline_sandbox
 from loops.gates import GATES
 
 from .. import services, stats
 from ..access import operator_required
+from ..charts import Chart, HLine, Line, build_chart, watermark_marks
+from ..export import export_lines
 from ..forms import (
     INLINE_SIMULATION_MINUTES,
     ExportForm,
     LiveWindowForm,
     PolicyForm,
     WhatIfForm,
-    export_lines,
     scenario_initial,
 )
 from ..models import CircuitBreakerEntry, FilterRule, PolicyAudit, QueuePolicy, SimulationRun
 from ..ops_tasks import execute_simulation, run_simulation
 from ..policy import FILTER_GATES
+from .http import HtmxHttpRequest
 
 POLL_SECONDS = 5
-
-
-# --- server-rendered SVG charts -------------------------------------------------------
-
-
-@dataclass
-class Line:
-    """One series: y values at x positions (any unit); ``css`` picks its stroke."""
-
-    label: str
-    xs: Sequence[float]
-    ys: Sequence[float]
-    css: str = "series-a"
-    step: bool = False
-    points: str = ""
-    last: tuple[float, float] | None = None
-
-
-@dataclass
-class HLine:
-    label: str
-    y: float
-    css: str = "mark"
-    py: float = 0.0
-
-
-@dataclass
-class Chart:
-    title: str
-    lines: list[Line]
-    hlines: list[HLine] = field(default_factory=list)
-    x_label: str = ""
-    width: int = 640
-    height: int = 220
-    pad_left: int = 44
-    pad_bottom: int = 28
-    pad_top: int = 10
-    pad_right: int = 90
-    y_ticks: list[tuple[float, str]] = field(default_factory=list)
-    x_ticks: list[tuple[float, str]] = field(default_factory=list)
-    empty: bool = False
-    x_domain: tuple[float, float] | None = None
-
-
-def y_axis(value: float, max_ticks: int = 5) -> tuple[float, float]:
-    """(top, step) of a y axis reaching ``value``: a round step (1, 2, 2.5, 5
-    x 10^k) and the first multiple of it at or above the value, so a queue of
-    capacity 50 gets an axis to 50, not to 100."""
-    if value <= 0:
-        return 1.0, 0.25
-    raw = value / max_ticks
-    exp = 10 ** math.floor(math.log10(raw))
-    step = next(m * exp for m in (1, 2, 2.5, 5, 10) if m * exp >= raw * (1 - 1e-9))
-    return round(math.ceil(value / step - 1e-9) * step, 10), step
-
-
-def build_chart(chart: Chart, *, x_tick_format: Any = None) -> Chart:
-    """Scale every series and mark into the SVG's pixel box; the template only draws."""
-    xs = [x for line in chart.lines for x in line.xs]
-    ys = [y for line in chart.lines for y in line.ys] + [h.y for h in chart.hlines]
-    if not xs:
-        chart.empty = True
-        return chart
-    x0, x1 = chart.x_domain or (min(xs), max(xs))
-    if x1 == x0:
-        x1 = x0 + 1
-    y_top, y_step = y_axis(max(ys) if ys else 1)
-    plot_w = chart.width - chart.pad_left - chart.pad_right
-    plot_h = chart.height - chart.pad_top - chart.pad_bottom
-
-    def px(x: float) -> float:
-        return round(chart.pad_left + (x - x0) / (x1 - x0) * plot_w, 1)
-
-    def py(y: float) -> float:
-        return round(chart.pad_top + plot_h - y / y_top * plot_h, 1)
-
-    for line in chart.lines:
-        pts: list[str] = []
-        prev_y: float | None = None
-        for x, y in zip(line.xs, line.ys, strict=True):
-            if line.step and prev_y is not None:
-                pts.append(f"{px(x)},{py(prev_y)}")
-            pts.append(f"{px(x)},{py(y)}")
-            prev_y = y
-        line.points = " ".join(pts)
-        if line.xs:
-            line.last = (px(line.xs[-1]), py(line.ys[-1]))
-    for mark in chart.hlines:
-        mark.py = py(mark.y)
-    n_ticks = round(y_top / y_step)
-    chart.y_ticks = [(py(y_step * i), f"{y_step * i:g}") for i in range(n_ticks + 1)]
-    fmt = x_tick_format or (lambda v: f"{v:g}")
-    chart.x_ticks = [(px(x0 + (x1 - x0) * i / 4), fmt(x0 + (x1 - x0) * i / 4)) for i in range(5)]
-    return chart
 
 
 # --- dashboard --------------------------------------------------------------------------
@@ -176,11 +83,7 @@ def depth_chart(queue: QueuePolicy, now: datetime) -> Chart:
     chart = Chart(
         title="Queue depth, last hour",
         lines=[Line("depth", xs, ys, "series-a")],
-        hlines=[
-            HLine(f"capacity {queue.capacity}", queue.capacity, "mark-capacity"),
-            HLine(f"high {queue.high_watermark:.0%}", queue.capacity * queue.high_watermark, "mark-high"),
-            HLine(f"low {queue.low_watermark:.0%}", queue.capacity * queue.low_watermark, "mark-low"),
-        ],
+        hlines=watermark_marks(queue.capacity, queue.high_watermark, queue.low_watermark),
         x_label="minutes ago",
         x_domain=(-stats.DEPTH_WINDOW.total_seconds() / 60, 0.0),
     )
@@ -276,7 +179,7 @@ def rules_context() -> dict[str, Any]:
 
 @require_GET
 @operator_required
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     """The live dashboard; an htmx poll gets only the region it asked for."""
     if request.htmx and request.htmx.target == "rules":
         return render(request, "ops/dashboard.html#rules", rules_context())
@@ -324,7 +227,7 @@ def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse
 
 @require_http_methods(["GET", "POST"])
 @operator_required
-def policy_settings(request: HttpRequest) -> HttpResponse:
+def policy_settings(request: HtmxHttpRequest) -> HttpResponse:
     """Edit the queue policy; every change is audited and listed below the form."""
     queue = QueuePolicy.current()
     status = 200
@@ -372,11 +275,25 @@ def live_initial(window_key: str) -> tuple[dict[str, Any], stats.Rates]:
     return initial, flow
 
 
+def whatif_page_context(form: WhatIfForm, live_form: LiveWindowForm) -> dict[str, Any]:
+    """What the what-if page always shows: the forms, the presets, the latest runs."""
+    from simulation import PRESET_DESCRIPTIONS, PRESETS
+
+    return {
+        "form": form,
+        "live_form": live_form,
+        "presets": sorted(PRESETS),
+        "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
+        "runs": SimulationRun.objects.order_by("-created_at", "-pk")[:20],
+        "inline_minutes": INLINE_SIMULATION_MINUTES,
+    }
+
+
 @require_GET
 @operator_required
 def whatif(request: HttpRequest) -> HttpResponse:
     """The scenario form; ?preset=X or ?window=1h&live=1 only prefill it."""
-    from simulation import PRESET_DESCRIPTIONS, PRESETS
+    from simulation import PRESETS
 
     live_form = LiveWindowForm(request.GET if "live" in request.GET else None)
     live_flow: stats.Rates | None = None
@@ -386,46 +303,25 @@ def whatif(request: HttpRequest) -> HttpResponse:
     else:
         preset = preset if preset in PRESETS else "A"
         initial = scenario_initial(PRESETS[preset], name=f"preset {preset}")
-    runs = SimulationRun.objects.order_by("-created_at", "-pk")[:20]
-    return render(
-        request,
-        "ops/whatif.html",
+    page = whatif_page_context(WhatIfForm(initial=initial), live_form if live_form.is_bound else LiveWindowForm())
+    page.update(
         {
-            "form": WhatIfForm(initial=initial),
-            "live_form": live_form if live_form.is_bound else LiveWindowForm(),
             "live_flow": live_flow,
             "live_ratio": fmt_ratio(live_flow.ratio) if live_flow else None,
-            "presets": sorted(PRESETS),
-            "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
             "preset": None if live_flow else preset,
-            "runs": runs,
-            "done_runs": [r for r in runs if r.status == SimulationRun.Status.DONE],
-            "inline_minutes": INLINE_SIMULATION_MINUTES,
-        },
+            "done_runs": [run for run in page["runs"] if run.status == SimulationRun.Status.DONE],
+        }
     )
+    return render(request, "ops/whatif.html", page)
 
 
 @require_POST
 @operator_required
-def whatif_run(request: HttpRequest) -> HttpResponse:
+def whatif_run(request: HtmxHttpRequest) -> HttpResponse:
     """Start a simulation: small ones run in the request, larger ones in a Celery task."""
     form = WhatIfForm(request.POST)
     if not form.is_valid():
-        from simulation import PRESET_DESCRIPTIONS, PRESETS
-
-        return render(
-            request,
-            "ops/whatif.html",
-            {
-                "form": form,
-                "live_form": LiveWindowForm(),
-                "presets": sorted(PRESETS),
-                "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
-                "runs": SimulationRun.objects.order_by("-created_at", "-pk")[:20],
-                "inline_minutes": INLINE_SIMULATION_MINUTES,
-            },
-            status=400,
-        )
+        return render(request, "ops/whatif.html", whatif_page_context(form, LiveWindowForm()), status=400)
     run = SimulationRun.objects.create(
         created_by=request.user,
         name=form.cleaned_data["name"] or "what-if",
@@ -467,11 +363,7 @@ def result_context(run: SimulationRun) -> dict[str, Any]:
     chart = Chart(
         title=f"Simulated depth (mean of {r['replications']} runs)",
         lines=[Line("depth", [i * step for i in range(len(series))], series, "series-a")],
-        hlines=[
-            HLine(f"capacity {cap}", cap, "mark-capacity"),
-            HLine(f"high {sc['high_watermark']:.0%}", cap * sc["high_watermark"], "mark-high"),
-            HLine(f"low {sc['low_watermark']:.0%}", cap * sc["low_watermark"], "mark-low"),
-        ],
+        hlines=watermark_marks(cap, sc["high_watermark"], sc["low_watermark"]),
         x_label="minute",
     )
     ratio = r.get("ratio")
@@ -490,14 +382,17 @@ def result_context(run: SimulationRun) -> dict[str, Any]:
 
 @require_GET
 @operator_required
-def whatif_result(request: HttpRequest, run_id: int) -> HttpResponse:
-    """A run's result; while it runs, the progress region polls and stops (286) when done."""
+def whatif_result(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+    """A run's result; while it runs, the progress region polls, and the answer
+    for a finished run tells htmx to stop polling (286)."""
     run = get_object_or_404(SimulationRun, pk=run_id)
     ctx = result_context(run)
-    if request.htmx:
-        finished = run.status in (SimulationRun.Status.DONE, SimulationRun.Status.FAILED)
-        return render(request, "ops/whatif_result.html#result", ctx, status=286 if finished else 200)
-    return render(request, "ops/whatif_result.html", ctx)
+    if not request.htmx:
+        return render(request, "ops/whatif_result.html", ctx)
+    region = "ops/whatif_result.html#result"
+    if run.status in (SimulationRun.Status.DONE, SimulationRun.Status.FAILED):
+        return HttpResponseStopPolling(render_to_string(region, ctx, request))
+    return render(request, region, ctx)
 
 
 @require_GET
@@ -547,18 +442,3 @@ def export_download(request: HttpRequest) -> HttpResponse:
 def api_docs(request: HttpRequest) -> HttpResponse:
     """The interactive API reference (vendored Swagger UI over /api/openapi.json)."""
     return render(request, "ops/api_docs.html")
-
-
-app_name = "ops"
-urlpatterns = [
-    path("", dashboard, name="dashboard"),
-    path("rules/<int:rule_id>/preview/", rule_preview, name="rule_preview"),
-    path("rules/<int:rule_id>/<str:action>/", rule_decide, name="rule_decide"),
-    path("policy/", policy_settings, name="policy"),
-    path("whatif/", whatif, name="whatif"),
-    path("whatif/run/", whatif_run, name="whatif_run"),
-    path("whatif/compare/", whatif_compare, name="whatif_compare"),
-    path("whatif/<int:run_id>/", whatif_result, name="whatif_result"),
-    path("export/", export, name="export"),
-    path("export/download/", export_download, name="export_download"),
-]

@@ -10,39 +10,36 @@ on an error page, each one says what happened and shows what to do next.
 from __future__ import annotations
 
 import functools
-import logging
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.models import AbstractBaseUser
-from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.models import User
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import reswap, retarget
 
 from .. import services
 from ..access import reviewer_required
+from ..middleware import when_database_lost
 from ..models import QueuePolicy, ReasonLabel, ReviewItem, Verdict
 from ..templatetags.time_tags import ago
-
-app_name = "review"
+from .http import HtmxHttpRequest
 
 CARD = "review/queue.html#card"
 LEASE = "review/queue.html#lease"
 RECENT_VERDICTS = 8
 PACE_SAMPLE = 20
 SKIPPED_KEY = "review_skipped"
-DATABASE_RETRY_SECONDS = 5
 
-log = logging.getLogger(__name__)
+V = TypeVar("V", bound=Callable[..., HttpResponse])
 
 
 @dataclass
@@ -55,6 +52,9 @@ class Notice:
 
 @dataclass
 class CardState:
+    """What the card shows: the item held (if any), what just happened, and
+    the form's error and typed-in values when the same item comes back."""
+
     item: ReviewItem | None
     notices: list[Notice] = field(default_factory=list)
     error: str = ""
@@ -62,7 +62,7 @@ class CardState:
     reason_label: str = ""
 
 
-def _context_panel(user: AbstractBaseUser) -> dict[str, object]:
+def _context_panel(user: User) -> dict[str, object]:
     """What a reviewer needs beside the item: waiting count, mode, their own
     recent verdicts and pace."""
     now = timezone.now()
@@ -89,7 +89,8 @@ def _context_panel(user: AbstractBaseUser) -> dict[str, object]:
     }
 
 
-def _render_card(request: HttpRequest, state: CardState, *, status: int = 200) -> HttpResponse:
+def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 200) -> HttpResponse:
+    """The card: the fragment (context panel out of band) for htmx, else the page."""
     item = state.item
     context: dict[str, object] = {
         "item": item,
@@ -100,13 +101,13 @@ def _render_card(request: HttpRequest, state: CardState, *, status: int = 200) -
         "reason_labels": list(enumerate(ReasonLabel.choices, start=1)),
         "lease_left": item.lease_seconds_left() if item is not None else 0,
         "oob": bool(request.htmx),
-        **_context_panel(request.user),  # type: ignore[arg-type]
+        **_context_panel(request.user),
     }
     template = CARD if request.htmx else "review/queue.html"
     return render(request, template, context, status=status)
 
 
-def _done(request: HttpRequest, state: CardState) -> HttpResponse:
+def _after_post(request: HtmxHttpRequest, state: CardState) -> HttpResponse:
     """After a POST: the fragment for htmx, else Post/Redirect/Get with the
     notices carried as messages so a reload never repeats the action."""
     if request.htmx:
@@ -116,30 +117,33 @@ def _done(request: HttpRequest, state: CardState) -> HttpResponse:
     return redirect("review:queue")
 
 
-def _skipped(request: HttpRequest) -> set[int]:
+def _skipped(request: HtmxHttpRequest) -> set[int]:
+    """Items this reviewer skipped in this session, not offered again first."""
     return set(request.session.get(SKIPPED_KEY, []))
 
 
-def _claim_next(request: HttpRequest, notices: list[Notice], *, just_skipped: int | None = None) -> CardState:
+def _claim_next(request: HtmxHttpRequest, notices: list[Notice], *, just_skipped: int | None = None) -> CardState:
+    """The next item under a lease, skipped ones last, with ``notices`` kept."""
     skipped = _skipped(request)
-    item = services.claim(reviewer=request.user, exclude=skipped)  # type: ignore[arg-type]
+    item = services.claim(reviewer=request.user, exclude=skipped)
     if item is None and skipped:
         # Only skipped items are left: offer them again rather than an empty
         # queue, but never hand back at once the item the reviewer just skipped.
         never = () if just_skipped is None else (just_skipped,)
-        item = services.claim(reviewer=request.user, exclude=never)  # type: ignore[arg-type]
+        item = services.claim(reviewer=request.user, exclude=never)
         if item is not None:
             notices.append(Notice(f"Only items you skipped are left; here is #{item.pk} again."))
     return CardState(item=item, notices=notices)
 
 
 def _verdict_words(verdict: Verdict) -> str:
+    """'approved' or 'rejected (reason)'."""
     if verdict.approved:
         return "approved"
     return f"rejected ({verdict.get_reason_label_display()})"
 
 
-def _already_decided(item_id: int, reviewer: AbstractBaseUser, approve: bool, reason_label: str) -> Notice:
+def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: str) -> Notice:
     """What was recorded on the item, by whom and when, and what became of
     this (second) verdict: two tabs, a double submit or another reviewer."""
     tried = "approval" if approve else "rejection"
@@ -197,6 +201,7 @@ def _lease_ran_out(item_id: int, state: CardState) -> Notice:
 
 
 def _item_id(raw: str | None) -> int | None:
+    """A positive item id from form text, else None."""
     try:
         value = int(raw or "")
     except ValueError:
@@ -204,76 +209,58 @@ def _item_id(raw: str | None) -> int | None:
     return value if value > 0 else None
 
 
+# What only decide can say when the database goes; the middleware says the
+# rest (status, Retry-After, "try again").
+VERDICT_NOT_SAVED = (
+    "The connection to the database dropped, so nothing was saved: your verdict was not recorded "
+    "and the item is still yours."
+)
+
+
+def reviewer_post(view: V) -> V:
+    """A reviewer's action, done by a POST. A GET on an action URL happens
+    when a session timed out mid-review: the login page sends the reviewer
+    back to the URL they posted to. It only redirects to the queue."""
+
+    @functools.wraps(view)
+    def action(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.method == "GET":
+            return redirect("review:queue")
+        return view(request, *args, **kwargs)
+
+    return cast(V, require_http_methods(["GET", "POST"])(reviewer_required(action)))
+
+
 @require_GET
 @reviewer_required
-def queue(request: HttpRequest) -> HttpResponse:
+def queue(request: HtmxHttpRequest) -> HttpResponse:
     """The page: the item this reviewer holds, else a Start button. A GET
-    never claims: claiming changes data and is a POST."""
-    item = services.current_claim(reviewer=request.user)  # type: ignore[arg-type]
+    never claims: claiming changes data and is a POST.
+
+    Also the empty queue's poll target (``review:waiting``): the card, which
+    keeps polling while the queue is empty and shows the Next button once
+    items wait."""
+    item = services.current_claim(reviewer=request.user)
     return _render_card(request, CardState(item=item))
 
 
-@require_GET
-@reviewer_required
-def waiting(request: HttpRequest) -> HttpResponse:
-    """The empty queue's poll target: the card, which keeps polling while the
-    queue is empty and shows the Next button once items wait."""
-    item = services.current_claim(reviewer=request.user)  # type: ignore[arg-type]
-    return _render_card(request, CardState(item=item))
-
-
-# GET on an action URL happens when a session timed out mid-review: the login
-# page sends the reviewer back to the URL they posted to. It only redirects.
-@require_http_methods(["GET", "POST"])
-@reviewer_required
-def next_item(request: HttpRequest) -> HttpResponse:
+@reviewer_post
+def next_item(request: HtmxHttpRequest) -> HttpResponse:
     """Claim the next item under a lease (or get back the one already held)."""
-    if request.method == "GET":
-        return redirect("review:queue")
     state = _claim_next(request, [])
     if state.item is None:
         state.notices.append(Notice("Nothing waits right now. This page will notice new items by itself."))
-    return _done(request, state)
+    return _after_post(request, state)
 
 
-def database_errors_answered(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """A database connection lost mid-request answers 503 saying nothing was
-    saved, not a 500 traceback. That is true: each service runs in one
-    transaction, which the database rolls back when the connection drops, so
-    a verdict is either fully recorded or not at all and a retry is safe."""
-
-    @functools.wraps(view)
-    def answered(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-        try:
-            return view(request, *args, **kwargs)
-        except (OperationalError, InterfaceError) as exc:
-            log.warning("database unavailable mid-request", extra={"path": request.path, "error": str(exc)[:200]})
-            response = HttpResponse(
-                format_html(
-                    '<div id="card" class="card" role="alert"><p class="notice error">The connection to the '
-                    "database dropped, so nothing was saved: your verdict was not recorded and the item is "
-                    'still yours. Try again in a few seconds.</p><p><a href="{}">Back to the queue</a></p></div>',
-                    reverse("review:queue"),
-                ),
-                status=503,
-            )
-            response["Retry-After"] = str(DATABASE_RETRY_SECONDS)
-            return response
-
-    return answered
-
-
-@require_http_methods(["GET", "POST"])
-@database_errors_answered
-@reviewer_required
-def decide(request: HttpRequest, item_id: int) -> HttpResponse:
+@when_database_lost(VERDICT_NOT_SAVED)
+@reviewer_post
+def decide(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     """Record approve/reject on a held item, then hand out the next one.
 
     A repeated POST (double submit, a retry after a dropped connection) meets
     AlreadyDecided and is answered with "already recorded" and the next item.
     """
-    if request.method == "GET":
-        return redirect("review:queue")
     started = time.perf_counter()
     decision = request.POST.get("decision", "")
     reason_label = request.POST.get("reason_label", "")
@@ -281,71 +268,81 @@ def decide(request: HttpRequest, item_id: int) -> HttpResponse:
     if decision not in Verdict.Decision.values:
         return _invalid(request, item_id, "Choose Approve or Reject.", note, reason_label)
     approve = decision == Verdict.Decision.APPROVE
-    notices: list[Notice] = []
-    lease_ran_out = False
+    try:
+        said = _record_verdict(request, item_id, approve=approve, reason_label=reason_label, note=note)
+    except services.InvalidInput:
+        return _invalid(request, item_id, "A rejection needs a reason: pick one of the five labels.", note, "")
+    decided = time.perf_counter()
+    state = _claim_next(request, [] if said is None else [said])
+    if said is None:  # the lease ran out: what to say depends on the item handed out now
+        state.notices.insert(0, _lease_ran_out(item_id, state))
+        if state.item is not None and state.item.pk == item_id:
+            # The same item again: keep what the reviewer typed and picked.
+            state.note, state.reason_label = note, "" if approve else reason_label
+    response = _after_post(request, state)
+    _add_server_timing(response, started, decided)
+    return response
+
+
+def _record_verdict(
+    request: HtmxHttpRequest, item_id: int, *, approve: bool, reason_label: str, note: str
+) -> Notice | None:
+    """Record the verdict through services.decide and say what became of it;
+    None when the lease ran out first. A rejection without a reason raises
+    services.InvalidInput, for decide to show beside the form."""
     try:
         services.decide(
             item_id=item_id,
-            reviewer=request.user,  # type: ignore[arg-type]
+            reviewer=request.user,
             approve=approve,
             reason_label="" if approve else reason_label,
             note=note,
         )
     except services.InvalidInput:
-        return _invalid(request, item_id, "A rejection needs a reason: pick one of the five labels.", note, "")
+        raise
     except services.AlreadyDecided:
-        notices.append(_already_decided(item_id, request.user, approve, reason_label))  # type: ignore[arg-type]
+        return _already_decided(item_id, request.user, approve, reason_label)
     except services.LeaseExpired:
-        lease_ran_out = True
+        return None
     except services.NotLeaseHolder:
-        notices.append(Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error"))
+        return Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error")
     except services.QueueError as exc:
-        notices.append(Notice(f"{exc.message}. Your verdict was not recorded.", "error"))
-    else:
-        verb = "Approved" if approve else f"Rejected ({ReasonLabel(reason_label).label})"
-        seconds = settings.REVIEWQUEUE_UNDO_SECONDS
-        notices.append(Notice(f"{verb} item #{item_id}. Undo (u) within {seconds} s takes it back."))
-    decided = time.perf_counter()
-    state = _claim_next(request, notices)
-    if lease_ran_out:
-        state.notices.insert(0, _lease_ran_out(item_id, state))
-        if state.item is not None and state.item.pk == item_id:
-            # The same item again: keep what the reviewer typed and picked.
-            state.note, state.reason_label = note, "" if approve else reason_label
-    response = _done(request, state)
+        return Notice(f"{exc.message}. Your verdict was not recorded.", "error")
+    verb = "Approved" if approve else f"Rejected ({ReasonLabel(reason_label).label})"
+    seconds = settings.REVIEWQUEUE_UNDO_SECONDS
+    return Notice(f"{verb} item #{item_id}. Undo (u) within {seconds} s takes it back.")
+
+
+def _add_server_timing(response: HttpResponse, started: float, decided: float) -> None:
+    """Lets the browser (and the browser test) split a decision's time into
+    the verdict, the next claim plus render, and the network/DOM remainder."""
     finished = time.perf_counter()
-    # Lets the browser (and the browser test) split a decision's time into
-    # the verdict, the next claim plus render, and the network/DOM remainder.
     response["Server-Timing"] = (
         f"decide;dur={(decided - started) * 1000:.1f}, next;dur={(finished - decided) * 1000:.1f}, "
         f"total;dur={(finished - started) * 1000:.1f}"
     )
-    return response
 
 
-def _invalid(request: HttpRequest, item_id: int, error: str, note: str, reason_label: str) -> HttpResponse:
+def _invalid(request: HtmxHttpRequest, item_id: int, error: str, note: str, reason_label: str) -> HttpResponse:
     """The same item again with the error beside the form and what was typed kept."""
-    item = services.current_claim(reviewer=request.user)  # type: ignore[arg-type]
+    item = services.current_claim(reviewer=request.user)
     if item is None or item.pk != item_id:
-        return _done(request, CardState(item=item, notices=[Notice(error, "error")]))
+        return _after_post(request, CardState(item=item, notices=[Notice(error, "error")]))
     state = CardState(item=item, error=error, note=note, reason_label=reason_label)
     # htmx swaps only 2xx answers by default; a plain form gets the honest 400.
     return _render_card(request, state, status=200 if request.htmx else 400)
 
 
-@require_http_methods(["GET", "POST"])
-@reviewer_required
-def skip(request: HttpRequest, item_id: int) -> HttpResponse:
+@reviewer_post
+def skip(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     """Give the item back to the queue for someone else and hand out the next
     one (never the item just skipped)."""
-    if request.method == "GET":
-        return redirect("review:queue")
     notices: list[Notice] = []
     try:
-        services.release(item_id=item_id, reviewer=request.user)  # type: ignore[arg-type]
+        services.release(item_id=item_id, reviewer=request.user)
     except services.QueueError as exc:
         notices.append(Notice(f"{exc.message}.", "error"))
-        return _done(request, CardState(item=None, notices=notices))
+        return _after_post(request, CardState(item=None, notices=notices))
     skipped = list(_skipped(request) | {item_id})[-50:]
     request.session[SKIPPED_KEY] = skipped
     notices.append(Notice(f"Skipped item #{item_id}; it went back to the queue."))
@@ -353,15 +350,15 @@ def skip(request: HttpRequest, item_id: int) -> HttpResponse:
     state = _claim_next(request, notices, just_skipped=item_id)
     if state.item is None:
         notices.append(Notice("No other item waits right now."))
-    return _done(request, state)
+    return _after_post(request, state)
 
 
 @require_POST
 @reviewer_required
-def renew(request: HttpRequest, item_id: int) -> HttpResponse:
+def renew(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     """Extend the lease while the reviewer is active; the page calls this."""
     try:
-        item = services.renew(item_id=item_id, reviewer=request.user)  # type: ignore[arg-type]
+        item = services.renew(item_id=item_id, reviewer=request.user)
     except services.QueueError as exc:
         response = _render_card(
             request,
@@ -371,27 +368,23 @@ def renew(request: HttpRequest, item_id: int) -> HttpResponse:
         )
         if request.htmx:
             # The lease element asked, but the whole card must change.
-            response["HX-Retarget"] = "#card"
-            response["HX-Reswap"] = "outerHTML"
+            return retarget(reswap(response, "outerHTML"), "#card")
         return response
     if not request.htmx:
         return redirect("review:queue")
     return render(request, LEASE, {"item": item, "lease_left": item.lease_seconds_left()})
 
 
-@require_http_methods(["GET", "POST"])
-@reviewer_required
-def undo(request: HttpRequest) -> HttpResponse:
+@reviewer_post
+def undo(request: HtmxHttpRequest) -> HttpResponse:
     """Take back the last verdict within the undo window; the item returns
     under a fresh lease and the item shown meanwhile goes back to the queue."""
-    if request.method == "GET":
-        return redirect("review:queue")
     try:
-        item = services.undo(reviewer=request.user)  # type: ignore[arg-type]
+        item = services.undo(reviewer=request.user)
     except services.NothingToUndo:
-        current = services.current_claim(reviewer=request.user)  # type: ignore[arg-type]
+        current = services.current_claim(reviewer=request.user)
         seconds = settings.REVIEWQUEUE_UNDO_SECONDS
-        return _done(
+        return _after_post(
             request,
             CardState(
                 item=current,
@@ -401,19 +394,8 @@ def undo(request: HttpRequest) -> HttpResponse:
     showing = _item_id(request.POST.get("current"))
     if showing is not None and showing != item.pk:
         try:
-            services.release(item_id=showing, reviewer=request.user)  # type: ignore[arg-type]
+            services.release(item_id=showing, reviewer=request.user)
         except services.QueueError:
             pass  # already gone back or decided: nothing held to give back
     notices = [Notice(f"Verdict on item #{item.pk} taken back; decide it again.")]
-    return _done(request, CardState(item=item, notices=notices))
-
-
-urlpatterns = [
-    path("", queue, name="queue"),
-    path("waiting/", waiting, name="waiting"),
-    path("next/", next_item, name="next"),
-    path("undo/", undo, name="undo"),
-    path("<int:item_id>/decide/", decide, name="decide"),
-    path("<int:item_id>/skip/", skip, name="skip"),
-    path("<int:item_id>/renew/", renew, name="renew"),
-]
+    return _after_post(request, CardState(item=item, notices=notices))

@@ -1,14 +1,19 @@
+"""POST /api/outputs: a producer pushes a cutoff output into the queue; tokens, field errors, limits
+and the schema."""
+
 from __future__ import annotations
 
 import json
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from reviewqueue import services
 from reviewqueue.models import ApiToken, ReviewItem
-from reviewqueue.views.api import API_MAX_BODY_BYTES, hash_token, issue_token
+from reviewqueue.tokens import hash_token, issue_token
+from reviewqueue.views.api import API_MAX_BODY_BYTES
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +26,7 @@ def token(db: None) -> str:
     return plain
 
 
-def _post(client: Any, body: Any, token: str | None, **kwargs: Any) -> Any:
+def _post(client: Client, body: Any, token: str | None, **kwargs: Any) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     data = body if isinstance(body, (str, bytes)) else json.dumps(body)
     return client.post(URL, data=data, content_type="application/json", headers=headers, **kwargs)
@@ -46,7 +51,7 @@ def test_it_stores_only_a_hash_of_the_token(token: str) -> None:
     assert token.startswith(f"rq_{stored.prefix}_")
 
 
-def test_it_enqueues_a_pushed_output(client: Any, token: str) -> None:
+def test_it_enqueues_a_pushed_output(client: Client, token: str) -> None:
     response = _post(client, _output(), token)
     assert response.status_code == 201
     data = response.json()
@@ -58,7 +63,7 @@ def test_it_enqueues_a_pushed_output(client: Any, token: str) -> None:
     assert item.status == ReviewItem.Status.PENDING
 
 
-def test_it_answers_duplicate_for_a_repeated_key(client: Any, token: str) -> None:
+def test_it_answers_duplicate_for_a_repeated_key(client: Client, token: str) -> None:
     first = _post(client, _output(), token).json()
     second = _post(client, _output(final_output="something else"), token)
     assert second.status_code == 200
@@ -67,7 +72,7 @@ def test_it_answers_duplicate_for_a_repeated_key(client: Any, token: str) -> Non
     assert ReviewItem.objects.count() == 1
 
 
-def test_it_tells_the_producer_to_back_off_when_shedding(client: Any, token: str) -> None:
+def test_it_tells_the_producer_to_back_off_when_shedding(client: Client, token: str) -> None:
     services.policy_update(user=None, changes={"capacity": 2})
     _post(client, _output(idempotency_key="a", priority=5), token)
     _post(client, _output(idempotency_key="b", priority=5), token)
@@ -78,25 +83,25 @@ def test_it_tells_the_producer_to_back_off_when_shedding(client: Any, token: str
     assert data["mode"] != "normal"
 
 
-def test_it_requires_a_token(client: Any, db: None) -> None:
+def test_it_requires_a_token(client: Client, db: None) -> None:
     response = _post(client, _output(), None)
     assert response.status_code == 401
     assert not ReviewItem.objects.exists()
 
 
-def test_it_refuses_a_revoked_token(client: Any, token: str) -> None:
+def test_it_refuses_a_revoked_token(client: Client, token: str) -> None:
     from django.utils import timezone
 
     ApiToken.objects.update(revoked_at=timezone.now())
     assert _post(client, _output(), token).status_code == 401
 
 
-def test_it_refuses_a_forged_token_with_a_real_prefix(client: Any, token: str) -> None:
+def test_it_refuses_a_forged_token_with_a_real_prefix(client: Client, token: str) -> None:
     forged = token[:-4] + "AAAA"
     assert _post(client, _output(), forged).status_code == 401
 
 
-def test_it_names_the_missing_idempotency_key(client: Any, token: str) -> None:
+def test_it_names_the_missing_idempotency_key(client: Client, token: str) -> None:
     body = _output()
     del body["idempotency_key"]
     response = _post(client, body, token)
@@ -105,24 +110,24 @@ def test_it_names_the_missing_idempotency_key(client: Any, token: str) -> None:
     assert "idempotency_key" in response.json()["fields"]
 
 
-def test_it_names_a_bad_cutoff_reason(client: Any, token: str) -> None:
+def test_it_names_a_bad_cutoff_reason(client: Client, token: str) -> None:
     response = _post(client, _output(cutoff_reason="bored"), token)
     assert response.status_code == 400
     assert "cutoff_reason" in response.json()["fields"]
 
 
-def test_it_names_a_wrongly_typed_field(client: Any, token: str) -> None:
+def test_it_names_a_wrongly_typed_field(client: Client, token: str) -> None:
     response = _post(client, _output(final_output={"not": "text"}), token)
     assert response.status_code == 400
     assert "final_output" in response.json()["fields"]
 
 
-def test_it_answers_400_to_malformed_json(client: Any, token: str) -> None:
+def test_it_answers_400_to_malformed_json(client: Client, token: str) -> None:
     response = _post(client, "{not json", token)
     assert response.status_code == 400
 
 
-def test_it_truncates_a_ten_megabyte_output_with_a_marker(client: Any, token: str) -> None:
+def test_it_truncates_a_ten_megabyte_output_with_a_marker(client: Client, token: str) -> None:
     response = _post(client, _output(final_output="x" * (10 * 1024 * 1024)), token)
     assert response.status_code == 201
     assert response.json()["truncated"] is True
@@ -131,14 +136,14 @@ def test_it_truncates_a_ten_megabyte_output_with_a_marker(client: Any, token: st
     assert len(item.final_output) < 600_000
 
 
-def test_it_refuses_a_body_over_the_limit_with_413(client: Any, token: str) -> None:
+def test_it_refuses_a_body_over_the_limit_with_413(client: Client, token: str) -> None:
     response = _post(client, _output(final_output="x" * (API_MAX_BODY_BYTES + 10)), token)
     assert response.status_code == 413
     assert response.json()["error"] == "payload_too_large"
     assert not ReviewItem.objects.exists()
 
 
-def test_it_cleans_invalid_unicode_in_an_output(client: Any, token: str) -> None:
+def test_it_cleans_invalid_unicode_in_an_output(client: Client, token: str) -> None:
     body = json.dumps(_output(final_output="bad \ud800 surrogate \x00 nul"))
     response = _post(client, body, token)
     assert response.status_code == 201
@@ -154,7 +159,7 @@ def test_it_needs_no_csrf_token(token: str) -> None:
     assert _post(strict, _output(), token).status_code == 201
 
 
-def test_it_serves_an_openapi_document(client: Any, db: None) -> None:
+def test_it_serves_an_openapi_document(client: Client, db: None) -> None:
     response = client.get(reverse("api:openapi-json"))
     assert response.status_code == 200
     doc = response.json()
@@ -162,7 +167,7 @@ def test_it_serves_an_openapi_document(client: Any, db: None) -> None:
     assert "/api/stats" in doc["paths"]
 
 
-def test_it_takes_the_reviewed_attempt_its_grade_and_failing_checks(client: Any, token: str) -> None:
+def test_it_takes_the_reviewed_attempt_its_grade_and_failing_checks(client: Client, token: str) -> None:
     body = _output(
         cutoff_reason="regression",
         attempt_count=5,
@@ -189,7 +194,7 @@ def test_it_takes_the_reviewed_attempt_its_grade_and_failing_checks(client: Any,
     ],
 )
 def test_it_names_a_grade_that_does_not_add_up_and_stores_nothing(
-    client: Any, token: str, fields: dict[str, Any], named: str
+    client: Client, token: str, fields: dict[str, Any], named: str
 ) -> None:
     response = _post(client, _output(**fields), token)
     assert response.status_code == 400

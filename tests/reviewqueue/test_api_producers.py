@@ -14,7 +14,7 @@ from django.test import Client
 from reviewqueue import services
 from reviewqueue.models import LoopRun, QueuePolicy, ReviewItem
 from reviewqueue.tasks import run_loop
-from reviewqueue.views.api import issue_token
+from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
 

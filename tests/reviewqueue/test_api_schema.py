@@ -12,7 +12,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from reviewqueue.views.api import issue_token
+from reviewqueue.tokens import issue_token
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from reviewqueue.models import ApiToken, LoopRun
-from reviewqueue.views.api import issue_token
+from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
 

@@ -1,3 +1,7 @@
+"""POST /api/tasks and the read endpoints: a producer submits a loop run,
+reads it back and reads the queue's stats, and its token records when it was
+last used."""
+
 from __future__ import annotations
 
 import json
@@ -5,9 +9,10 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from django.test import Client
 
 from reviewqueue.models import ApiToken, LoopRun
-from reviewqueue.views.api import issue_token
+from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
 
@@ -25,12 +30,12 @@ def auth(db: None) -> dict[str, str]:
     return {"Authorization": f"Bearer {plain}"}
 
 
-def _post(client: Any, body: Any, headers: dict[str, str]) -> Any:
+def _post(client: Client, body: Any, headers: dict[str, str]) -> Any:
     return client.post("/api/tasks", data=json.dumps(body), content_type="application/json", headers=headers)
 
 
 def test_it_records_a_run_and_enqueues_it_after_commit(
-    client: Any, auth: dict[str, str], django_capture_on_commit_callbacks: Any
+    client: Client, auth: dict[str, str], django_capture_on_commit_callbacks: Any
 ) -> None:
     with (
         mock.patch("reviewqueue.tasks.run_loop.delay") as delay,
@@ -46,7 +51,7 @@ def test_it_records_a_run_and_enqueues_it_after_commit(
 
 
 def test_it_starts_nothing_when_the_run_id_repeats(
-    client: Any, auth: dict[str, str], django_capture_on_commit_callbacks: Any
+    client: Client, auth: dict[str, str], django_capture_on_commit_callbacks: Any
 ) -> None:
     with (
         mock.patch("reviewqueue.tasks.run_loop.delay") as delay,
@@ -60,26 +65,26 @@ def test_it_starts_nothing_when_the_run_id_repeats(
     assert LoopRun.objects.count() == 1
 
 
-def test_it_generates_a_run_id_when_none_is_given(client: Any, auth: dict[str, str]) -> None:
+def test_it_generates_a_run_id_when_none_is_given(client: Client, auth: dict[str, str]) -> None:
     response = _post(client, {"task": TASK}, auth)
     assert response.status_code == 201
     assert response.json()["run_id"].startswith("api-")
 
 
-def test_it_names_the_task_field_of_an_invalid_task(client: Any, auth: dict[str, str]) -> None:
+def test_it_names_the_task_field_of_an_invalid_task(client: Client, auth: dict[str, str]) -> None:
     response = _post(client, {"task": {"id": "x", "description": "", "kind": "open"}}, auth)
     assert response.status_code == 400
     assert "task" in response.json()["fields"]
     assert not LoopRun.objects.exists()
 
 
-def test_it_refuses_an_unknown_agent(client: Any, auth: dict[str, str]) -> None:
+def test_it_refuses_an_unknown_agent(client: Client, auth: dict[str, str]) -> None:
     response = _post(client, {"task": TASK, "agent": "rm -rf"}, auth)
     assert response.status_code == 400
     assert "agent" in response.json()["fields"]
 
 
-def test_it_reports_a_run_by_id(client: Any, auth: dict[str, str]) -> None:
+def test_it_reports_a_run_by_id(client: Client, auth: dict[str, str]) -> None:
     _post(client, {"task": TASK, "run_id": "r-3"}, auth)
     response = client.get("/api/tasks/r-3", headers=auth)
     assert response.status_code == 200
@@ -87,7 +92,7 @@ def test_it_reports_a_run_by_id(client: Any, auth: dict[str, str]) -> None:
     assert client.get("/api/tasks/nope", headers=auth).status_code == 404
 
 
-def test_it_returns_queue_stats(client: Any, auth: dict[str, str], admit_item: Any) -> None:
+def test_it_returns_queue_stats(client: Client, auth: dict[str, str], admit_item: Any) -> None:
     admit_item()
     admit_item()
     response = client.get("/api/stats", headers=auth)
@@ -99,11 +104,11 @@ def test_it_returns_queue_stats(client: Any, auth: dict[str, str], admit_item: A
     assert data["rates"]["ratio_infinite"] is True
 
 
-def test_it_refuses_stats_without_a_token(client: Any, db: None) -> None:
+def test_it_refuses_stats_without_a_token(client: Client, db: None) -> None:
     assert client.get("/api/stats").status_code == 401
 
 
-def test_it_records_when_a_token_was_last_used(client: Any, auth: dict[str, str]) -> None:
+def test_it_records_when_a_token_was_last_used(client: Client, auth: dict[str, str]) -> None:
     assert ApiToken.objects.get().last_used_at is None
     client.get("/api/stats", headers=auth)
     assert ApiToken.objects.get().last_used_at is not None

@@ -17,7 +17,7 @@ from django.db import connection, connections
 from django.test import Client
 
 from reviewqueue.models import LoopRun
-from reviewqueue.views.api import issue_token
+from reviewqueue.tokens import issue_token
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

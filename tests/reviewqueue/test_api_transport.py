@@ -27,7 +27,7 @@ from django.db import connection
 from django.test import Client
 
 from reviewqueue.models import LoopRun, ReviewItem
-from reviewqueue.views.api import issue_token
+from reviewqueue.tokens import issue_token
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = {"id": "t", "description": "Say hi", "kind": "open"}

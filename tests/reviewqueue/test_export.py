@@ -1,25 +1,29 @@
+"""Verdict export: CSV and JSON Lines, from the export page and from the command line."""
+
 from __future__ import annotations
 
 import csv
 import io
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.forms import csv_safe
-from reviewqueue.models import ApiToken, Verdict
-from reviewqueue.views.api import hash_token
+from reviewqueue.export import csv_safe
+from reviewqueue.models import Verdict
 
 pytestmark = pytest.mark.django_db
 
 
-def _decide(reviewer: Any, *, approve: bool, note: str = "", now: Any = None) -> Verdict:
+def _decide(reviewer: User, *, approve: bool, note: str = "", now: Any = None) -> Verdict:
     item = services.claim(reviewer=reviewer, now=now)
     assert item is not None
     return services.decide(
@@ -36,7 +40,7 @@ def _body(response: Any) -> str:
     return b"".join(response.streaming_content).decode()
 
 
-def test_it_streams_verdicts_as_csv(client: Any, operator: Any, reviewer: Any, admit_item: Any) -> None:
+def test_it_streams_verdicts_as_csv(client: Client, operator: User, reviewer: User, admit_item: Any) -> None:
     admit_item()
     admit_item()
     _decide(reviewer, approve=True)
@@ -52,7 +56,7 @@ def test_it_streams_verdicts_as_csv(client: Any, operator: Any, reviewer: Any, a
     assert rows[0]["reviewer"] == "rita"
 
 
-def test_it_escapes_formula_cells_in_csv(client: Any, operator: Any, reviewer: Any, admit_item: Any) -> None:
+def test_it_escapes_formula_cells_in_csv(client: Client, operator: User, reviewer: User, admit_item: Any) -> None:
     admit_item(task_id='=HYPERLINK("http://evil")')
     _decide(reviewer, approve=False, note="+cmd|' /C calc'!A0")
     client.force_login(operator)
@@ -72,7 +76,7 @@ def test_it_leaves_ordinary_text_and_numbers_alone() -> None:
 
 
 def test_it_exports_jsonl_filtered_by_reviewer_and_time(
-    client: Any, operator: Any, reviewer: Any, make_user: Any, admit_item: Any
+    client: Client, operator: User, reviewer: User, make_user: Any, admit_item: Any
 ) -> None:
     other = make_user("rob", "reviewer")
     old = timezone.now() - timedelta(days=3)
@@ -89,7 +93,7 @@ def test_it_exports_jsonl_filtered_by_reviewer_and_time(
     assert [(row["reviewer"], row["decision"]) for row in lines] == [("rita", "reject")]
 
 
-def test_it_filters_by_label(client: Any, operator: Any, reviewer: Any, admit_item: Any) -> None:
+def test_it_filters_by_label(client: Client, operator: User, reviewer: User, admit_item: Any) -> None:
     admit_item(label="sampled", cutoff_reason="sampled")
     admit_item()
     _decide(reviewer, approve=True)
@@ -99,19 +103,19 @@ def test_it_filters_by_label(client: Any, operator: Any, reviewer: Any, admit_it
     assert [json.loads(line)["label"] for line in body.splitlines()] == ["sampled"]
 
 
-def test_it_names_a_bad_filter(client: Any, operator: Any) -> None:
+def test_it_names_a_bad_filter(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.get(reverse("ops:export_download"), {"format": "csv", "reviewer": "nobody"})
     assert response.status_code == 400
     assert "nobody" in response.content.decode()
 
 
-def test_it_refuses_the_export_to_a_reviewer(client: Any, reviewer: Any) -> None:
+def test_it_refuses_the_export_to_a_reviewer(client: Client, reviewer: User) -> None:
     client.force_login(reviewer)
     assert client.get(reverse("ops:export_download"), {"format": "csv"}).status_code == 403
 
 
-def test_it_exports_from_the_command_line(tmp_path: Any, reviewer: Any, admit_item: Any) -> None:
+def test_it_exports_from_the_command_line(tmp_path: Path, reviewer: User, admit_item: Any) -> None:
     admit_item()
     _decide(reviewer, approve=True)
     target = tmp_path / "out.jsonl"
@@ -120,7 +124,7 @@ def test_it_exports_from_the_command_line(tmp_path: Any, reviewer: Any, admit_it
     assert len(rows) == 1 and rows[0]["decision"] == "approve"
 
 
-def test_it_writes_csv_to_stdout_from_the_command_line(reviewer: Any, admit_item: Any) -> None:
+def test_it_writes_csv_to_stdout_from_the_command_line(reviewer: User, admit_item: Any) -> None:
     admit_item()
     _decide(reviewer, approve=False, note="=danger")
     out = io.StringIO()
@@ -129,17 +133,8 @@ def test_it_writes_csv_to_stdout_from_the_command_line(reviewer: Any, admit_item
     assert rows[0]["note"] == "'=danger"
 
 
-def test_it_creates_a_token_from_the_command_line(db: None) -> None:
-    out = io.StringIO()
-    call_command("create_api_token", "ci-producer", "--metrics", stdout=out, stderr=io.StringIO())
-    plain = out.getvalue().strip()
-    token = ApiToken.objects.get(name="ci-producer")
-    assert token.token_hash == hash_token(plain)
-    assert token.scopes == ["outputs", "metrics"]
-
-
 def test_it_exports_the_reviewed_attempt_its_grade_and_the_regression_reason(
-    client: Any, operator: Any, reviewer: Any, admit_item: Any
+    client: Client, operator: User, reviewer: User, admit_item: Any
 ) -> None:
     admit_item(
         cutoff_reason="regression",

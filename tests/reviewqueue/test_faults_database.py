@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import OperationalError, connection
 from django.test import Client
 
@@ -61,14 +62,14 @@ def fault_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[type, Callab
 
 
 @pytest.fixture
-def held_item(admit_item: Callable[..., Any], reviewer: Any) -> ReviewItem:
+def held_item(admit_item: Callable[..., Any], reviewer: User) -> ReviewItem:
     admit_item()
     item = services.claim(reviewer=reviewer)
     assert item is not None
     return item
 
 
-def assert_untouched(item: ReviewItem, reviewer: Any) -> None:
+def assert_untouched(item: ReviewItem, reviewer: User) -> None:
     item.refresh_from_db()
     assert not Verdict.objects.filter(item=item).exists()
     assert item.status == ReviewItem.Status.CLAIMED
@@ -83,7 +84,7 @@ def decide(client: Client, item: ReviewItem, **headers: str) -> Any:
 @pytest.mark.parametrize("point", POINTS)
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="pg_terminate_backend needs PostgreSQL")
 def test_it_answers_503_and_writes_nothing_when_postgres_drops_the_connection(
-    point: str, client: Client, reviewer: Any, held_item: ReviewItem, fault_at: Any
+    point: str, client: Client, reviewer: User, held_item: ReviewItem, fault_at: Any
 ) -> None:
     client.force_login(reviewer)
     fault_at(POINTS[point], terminate_own_backend)
@@ -104,7 +105,7 @@ def test_it_answers_503_and_writes_nothing_when_postgres_drops_the_connection(
 @pytest.mark.parametrize("point", POINTS)
 @pytest.mark.parametrize("htmx", [False, True])
 def test_it_answers_503_and_writes_nothing_on_a_database_error_mid_decide(
-    point: str, htmx: bool, client: Client, reviewer: Any, held_item: ReviewItem, fault_at: Any
+    point: str, htmx: bool, client: Client, reviewer: User, held_item: ReviewItem, fault_at: Any
 ) -> None:
     client.force_login(reviewer)
     fault_at(POINTS[point], raise_operational_error)

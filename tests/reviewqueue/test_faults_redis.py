@@ -166,7 +166,7 @@ def test_it_keeps_serving_and_loses_no_run_while_redis_is_down(tmp_path: Path, s
 def test_it_answers_503_and_sends_the_run_when_the_api_client_repeats_it(
     tmp_path: Path, django_user_model: Any
 ) -> None:
-    from reviewqueue.views.api import issue_token
+    from reviewqueue.tokens import issue_token
 
     _, token = issue_token(name="producer", scopes=["tasks"])
     client = Client(headers={"authorization": f"Bearer {token}"})

@@ -5,37 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import User
+from django.test import Client
 
-from reviewqueue.access import OPERATOR_CHANGES, OPERATOR_READS, ROLE_PERMISSIONS
-from reviewqueue.management.commands.setup_roles import ensure_groups
+from reviewqueue.access import OPERATOR_CHANGES, OPERATOR_READS
 from reviewqueue.models import PolicyAudit, QueuePolicy, ReviewItem
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def staff_operator(operator: Any) -> Any:
+def staff_operator(operator: User) -> User:
     operator.is_staff = True
     operator.save()
     return operator
 
 
-def test_setup_roles_gives_each_group_exactly_its_roles_permissions(roles: dict[str, Any]) -> None:
-    for role, codenames in ROLE_PERMISSIONS.items():
-        have = set(Group.objects.get(name=role).permissions.values_list("codename", flat=True))
-        assert have == set(codenames)
-
-
-def test_setup_roles_removes_a_permission_a_role_no_longer_has(roles: dict[str, Any]) -> None:
-    from django.contrib.auth.models import Permission
-
-    roles["reviewer"].permissions.add(Permission.objects.get(codename="change_reviewitem"))
-    ensure_groups()
-    assert not roles["reviewer"].permissions.filter(codename="change_reviewitem").exists()
-
-
-def test_the_operator_sees_every_queue_model_in_the_admin(client: Any, staff_operator: Any) -> None:
+def test_the_operator_sees_every_queue_model_in_the_admin(client: Client, staff_operator: User) -> None:
     client.force_login(staff_operator)
     body = client.get("/admin/").content.decode()
     assert "You don’t have permission to view or edit anything" not in body
@@ -44,7 +30,7 @@ def test_the_operator_sees_every_queue_model_in_the_admin(client: Any, staff_ope
         assert client.get(f"/admin/reviewqueue/{model}/").status_code == 200, model
 
 
-def test_the_operator_reads_items_but_cannot_write_them(client: Any, staff_operator: Any, admit_item: Any) -> None:
+def test_the_operator_reads_items_but_cannot_write_them(client: Client, staff_operator: User, admit_item: Any) -> None:
     item = admit_item().item
     client.force_login(staff_operator)
     page = client.get(f"/admin/reviewqueue/reviewitem/{item.pk}/change/")
@@ -57,7 +43,7 @@ def test_the_operator_reads_items_but_cannot_write_them(client: Any, staff_opera
     assert ReviewItem.objects.filter(pk=item.pk).exists()
 
 
-def test_the_operator_changes_the_policy_in_the_admin_with_an_audit(client: Any, staff_operator: Any) -> None:
+def test_the_operator_changes_the_policy_in_the_admin_with_an_audit(client: Client, staff_operator: User) -> None:
     queue = QueuePolicy.current()
     client.force_login(staff_operator)
     url = f"/admin/reviewqueue/queuepolicy/{queue.pk}/change/"
@@ -70,7 +56,7 @@ def test_the_operator_changes_the_policy_in_the_admin_with_an_audit(client: Any,
     assert PolicyAudit.objects.filter(user=staff_operator).exists()
 
 
-def test_the_operator_cannot_see_tokens_or_users(client: Any, staff_operator: Any) -> None:
+def test_the_operator_cannot_see_tokens_or_users(client: Client, staff_operator: User) -> None:
     client.force_login(staff_operator)
     assert client.get("/admin/reviewqueue/apitoken/").status_code == 403
     assert client.get("/admin/auth/user/").status_code == 403

@@ -5,21 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from reviewqueue.models import QueuePolicy
-from reviewqueue.views.ops import depth_chart, y_axis
+from reviewqueue.views.ops import depth_chart
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.mark.parametrize(
-    ("value", "top"),
-    [(50, 50), (15, 15), (6, 6), (100, 100), (52, 60), (7, 8), (0.3, 0.3), (0, 1)],
-)
-def test_the_y_axis_stops_at_the_first_round_value_reaching_the_data(value: float, top: float) -> None:
-    assert y_axis(value)[0] == pytest.approx(top)
 
 
 def test_the_depth_axis_ends_at_capacity(admit_item: Any) -> None:
@@ -30,7 +24,7 @@ def test_the_depth_axis_ends_at_capacity(admit_item: Any) -> None:
     assert labels == ["0", "10", "20", "30", "40", "50"]
 
 
-def test_the_polled_region_is_not_itself_a_live_region(client: Any, operator: Any) -> None:
+def test_the_polled_region_is_not_itself_a_live_region(client: Client, operator: User) -> None:
     client.force_login(operator)
     body = client.get(reverse("ops:dashboard")).content.decode()
     live = body.split('<section id="live"')[1].split(">")[0]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
 from django.urls import reverse
 
 from reviewqueue import services
@@ -21,7 +24,7 @@ def _body(response: Any) -> str:
 
 
 @pytest.fixture
-def judged(admit_item: Any, reviewer: Any) -> None:
+def judged(admit_item: Any, reviewer: User) -> None:
     admit_item(task_description="Write is_even(n)", final_output='def is_even(n):\n    return n % 2 == 0  # "even"\n')
     admit_item(task_description="Write to_bin(n)", final_output="=cmd|' /C calc'!A0")
     for approve in (True, False):
@@ -31,7 +34,7 @@ def judged(admit_item: Any, reviewer: Any) -> None:
         )
 
 
-def test_the_jsonl_dataset_holds_task_output_and_verdict(client: Any, operator: Any, judged: None) -> None:
+def test_the_jsonl_dataset_holds_task_output_and_verdict(client: Client, operator: User, judged: None) -> None:
     client.force_login(operator)
     response = client.get(reverse("ops:export_download"), {"format": "jsonl", "dataset": "on"})
     assert response.status_code == 200
@@ -46,7 +49,7 @@ def test_the_jsonl_dataset_holds_task_output_and_verdict(client: Any, operator: 
 
 
 def test_the_csv_dataset_round_trips_multiline_output_and_escapes_formulas(
-    client: Any, operator: Any, judged: None
+    client: Client, operator: User, judged: None
 ) -> None:
     client.force_login(operator)
     body = _body(client.get(reverse("ops:export_download"), {"format": "csv", "dataset": "on"}))
@@ -55,13 +58,13 @@ def test_the_csv_dataset_round_trips_multiline_output_and_escapes_formulas(
     assert rows[1]["final_output"].startswith("'=")
 
 
-def test_the_plain_export_leaves_the_text_out(client: Any, operator: Any, judged: None) -> None:
+def test_the_plain_export_leaves_the_text_out(client: Client, operator: User, judged: None) -> None:
     client.force_login(operator)
     row = json.loads(_body(client.get(reverse("ops:export_download"), {"format": "jsonl"})).splitlines()[0])
     assert "final_output" not in row and "task_description" not in row
 
 
-def test_the_command_exports_the_dataset_too(judged: None, tmp_path: Any) -> None:
+def test_the_command_exports_the_dataset_too(judged: None, tmp_path: Path) -> None:
     out = tmp_path / "data.jsonl"
     call_command("export_verdicts", "--format", "jsonl", "--dataset", "--no-progress", "-o", str(out))
     rows = [json.loads(line) for line in out.read_text().splitlines()]

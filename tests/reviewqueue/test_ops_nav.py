@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 
 pytestmark = pytest.mark.django_db
@@ -18,27 +19,27 @@ def _menu(html: str) -> list[str]:
     return re.findall(r'href="([^"]+)"', nav)
 
 
-def test_the_operator_menu_is_the_same_on_every_operator_page(client: Any, operator: Any) -> None:
+def test_the_operator_menu_is_the_same_on_every_operator_page(client: Client, operator: User) -> None:
     client.force_login(operator)
     for url in ("ops:dashboard", "ops:policy", "ops:whatif", "ops:export"):
         assert _menu(client.get(reverse(url)).content.decode()) == OPERATOR_LINKS, url
 
 
-def test_the_403_page_shows_a_reviewer_the_reviewer_menu(client: Any, reviewer: Any) -> None:
+def test_the_403_page_shows_a_reviewer_the_reviewer_menu(client: Client, reviewer: User) -> None:
     client.force_login(reviewer)
     response = client.get(reverse("ops:dashboard"))
     assert response.status_code == 403
     assert _menu(response.content.decode()) == ["/review/"]
 
 
-def test_the_403_page_shows_an_operator_the_operator_menu(client: Any, operator: Any) -> None:
+def test_the_403_page_shows_an_operator_the_operator_menu(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.get(reverse("review:queue"))
     assert response.status_code == 403
     assert _menu(response.content.decode()) == OPERATOR_LINKS
 
 
-def test_the_403_page_says_which_role_the_user_has(client: Any, reviewer: Any) -> None:
+def test_the_403_page_says_which_role_the_user_has(client: Client, reviewer: User) -> None:
     client.force_login(reviewer)
     body = client.get(reverse("ops:policy")).content.decode()
     assert "signed in as rita (reviewer)" in body

@@ -1,8 +1,13 @@
+"""The policy settings page: a valid change is saved and audited, a broken rule is refused, reviewers
+are kept out."""
+
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 
 from reviewqueue.models import PolicyAudit, QueuePolicy
@@ -16,7 +21,7 @@ def _form(**overrides: Any) -> dict[str, Any]:
     return data
 
 
-def test_it_saves_a_valid_change_and_audits_it(client: Any, operator: Any) -> None:
+def test_it_saves_a_valid_change_and_audits_it(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.post(reverse("ops:policy"), _form(capacity=80, lease_seconds=600))
     assert response.status_code == 302
@@ -27,7 +32,7 @@ def test_it_saves_a_valid_change_and_audits_it(client: Any, operator: Any) -> No
     assert audit.changes == {"capacity": [50, 80], "lease_seconds": [300, 600]}
 
 
-def test_it_shows_the_audit_log_with_before_and_after(client: Any, operator: Any) -> None:
+def test_it_shows_the_audit_log_with_before_and_after(client: Client, operator: User) -> None:
     client.force_login(operator)
     client.post(reverse("ops:policy"), _form(sampling_rate=0.25))
     body = client.get(reverse("ops:policy")).content.decode()
@@ -36,7 +41,7 @@ def test_it_shows_the_audit_log_with_before_and_after(client: Any, operator: Any
     assert "otto" in body
 
 
-def test_it_refuses_a_low_watermark_above_the_high_one(client: Any, operator: Any) -> None:
+def test_it_refuses_a_low_watermark_above_the_high_one(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.post(reverse("ops:policy"), _form(low_watermark=0.9, high_watermark=0.5))
     assert response.status_code == 400
@@ -45,7 +50,7 @@ def test_it_refuses_a_low_watermark_above_the_high_one(client: Any, operator: An
     assert 'class="error"' in response.content.decode()
 
 
-def test_it_refuses_a_step_limit_outside_the_tuner_bounds(client: Any, operator: Any) -> None:
+def test_it_refuses_a_step_limit_outside_the_tuner_bounds(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.post(reverse("ops:policy"), _form(step_limit=20))
     assert response.status_code == 400
@@ -53,20 +58,20 @@ def test_it_refuses_a_step_limit_outside_the_tuner_bounds(client: Any, operator:
     assert QueuePolicy.current().step_limit == 5
 
 
-def test_it_refuses_a_sampling_rate_above_one(client: Any, operator: Any) -> None:
+def test_it_refuses_a_sampling_rate_above_one(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.post(reverse("ops:policy"), _form(sampling_rate=1.5))
     assert response.status_code == 400
     assert "sampling_rate" in response.context["form"].errors
 
 
-def test_it_refuses_the_policy_page_to_a_reviewer(client: Any, reviewer: Any) -> None:
+def test_it_refuses_the_policy_page_to_a_reviewer(client: Client, reviewer: User) -> None:
     client.force_login(reviewer)
     assert client.post(reverse("ops:policy"), _form(capacity=1)).status_code == 403
     assert QueuePolicy.current().capacity == 50
 
 
-def test_it_writes_no_audit_when_nothing_changed(client: Any, operator: Any) -> None:
+def test_it_writes_no_audit_when_nothing_changed(client: Client, operator: User) -> None:
     client.force_login(operator)
     assert client.post(reverse("ops:policy"), _form()).status_code == 302
     assert not PolicyAudit.objects.exists()

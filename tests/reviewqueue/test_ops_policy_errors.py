@@ -8,6 +8,8 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 
 from reviewqueue.forms import PolicyForm
@@ -44,12 +46,12 @@ def _form(**overrides: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("url", ["ops:policy", "ops:export", "ops:whatif"])
-def test_every_aria_describedby_points_at_an_element(client: Any, operator: Any, url: str) -> None:
+def test_every_aria_describedby_points_at_an_element(client: Client, operator: User, url: str) -> None:
     client.force_login(operator)
     assert _dangling_references(client.get(reverse(url)).content.decode()) == []
 
 
-def test_every_aria_describedby_resolves_on_a_form_with_errors(client: Any, operator: Any) -> None:
+def test_every_aria_describedby_resolves_on_a_form_with_errors(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.post(reverse("ops:policy"), _form(high_watermark=1.5, capacity=0))
     assert response.status_code == 400
@@ -77,7 +79,7 @@ TECHNICAL = re.compile(r"[\(\[]\s*[\d.]+\s*,\s*[\d.]+\s*[\)\]]|_|<=|>=")
     ],
 )
 def test_it_explains_each_broken_rule_in_plain_words(
-    client: Any, operator: Any, overrides: dict[str, Any], field: str
+    client: Client, operator: User, overrides: dict[str, Any], field: str
 ) -> None:
     client.force_login(operator)
     response = client.post(reverse("ops:policy"), _form(**overrides))
@@ -118,7 +120,7 @@ def test_the_help_text_states_the_rule_the_error_enforces() -> None:
             assert word in message.lower(), (field, word)
 
 
-def test_the_summary_comes_first_in_the_form(client: Any, operator: Any) -> None:
+def test_the_summary_comes_first_in_the_form(client: Client, operator: User) -> None:
     client.force_login(operator)
     body = client.post(reverse("ops:policy"), _form(capacity=0)).content.decode()
     form = body.split('class="card policy-form"')[1]

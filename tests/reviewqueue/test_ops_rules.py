@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 
 from reviewqueue import services
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def mixed_outputs(admit_item: Any, reviewer: Any) -> list[ReviewItem]:
+def mixed_outputs(admit_item: Any, reviewer: User) -> list[ReviewItem]:
     good = "def f(n):\n    return n + 1\n"
     broken = "def f(n):\n    return n +\n"
     items = [admit_item(final_output=out).item for out in (good, broken, good, broken, broken)]
@@ -43,7 +45,7 @@ def test_the_preview_reads_only_the_newest_items(mixed_outputs: list[ReviewItem]
 
 
 def test_enabling_without_confirmation_shows_the_preview_instead(
-    client: Any, operator: Any, mixed_outputs: list[ReviewItem]
+    client: Client, operator: User, mixed_outputs: list[ReviewItem]
 ) -> None:
     rule = FilterRule.objects.create(label="code_error", gate="python_syntax", description="code must parse")
     client.force_login(operator)
@@ -58,7 +60,7 @@ def test_enabling_without_confirmation_shows_the_preview_instead(
     assert "1 of them was approved by a reviewer" in body
 
 
-def test_enabling_with_confirmation_enables(client: Any, operator: Any) -> None:
+def test_enabling_with_confirmation_enables(client: Client, operator: User) -> None:
     rule = FilterRule.objects.create(label="code_error", gate="python_syntax", description="code must parse")
     client.force_login(operator)
     response = client.post(reverse("ops:rule_decide", args=[rule.pk, "enable"]), {"confirm": "1"})
@@ -67,7 +69,7 @@ def test_enabling_with_confirmation_enables(client: Any, operator: Any) -> None:
     assert (rule.status, rule.decided_by) == (FilterRule.Status.ENABLED, operator)
 
 
-def test_the_preview_page_is_for_operators_only(client: Any, reviewer: Any) -> None:
+def test_the_preview_page_is_for_operators_only(client: Client, reviewer: User) -> None:
     rule = FilterRule.objects.create(label="code_error", gate="python_syntax", description="code must parse")
     client.force_login(reviewer)
     assert client.get(reverse("ops:rule_preview", args=[rule.pk])).status_code == 403
@@ -79,7 +81,7 @@ def test_a_logic_error_proposes_no_todo_gate() -> None:
     assert proposed_filter_rules({"logic_error": 9, "code_error": 9}, threshold=3) == ["code_error"]
 
 
-def test_the_dashboard_says_why_a_counted_label_has_no_rule(client: Any, operator: Any) -> None:
+def test_the_dashboard_says_why_a_counted_label_has_no_rule(client: Client, operator: User) -> None:
     LabelCount.objects.create(label="logic_error", count=5)
     client.force_login(operator)
     body = client.get(reverse("ops:dashboard")).content.decode()
@@ -87,12 +89,55 @@ def test_the_dashboard_says_why_a_counted_label_has_no_rule(client: Any, operato
     assert "Logic errors need a demand red line" in body
 
 
-def test_a_rule_with_an_unknown_gate_cannot_be_enabled(client: Any, operator: Any) -> None:
+def test_a_rule_with_an_unknown_gate_cannot_be_enabled(client: Client, operator: User) -> None:
     rule = FilterRule.objects.create(label="code_error", gate="no_such_gate", description="?")
     client.force_login(operator)
     page = client.get(reverse("ops:rule_preview", args=[rule.pk])).content.decode()
     assert 'id="unknown-gate"' in page and 'id="confirm-enable"' not in page
     response = client.post(reverse("ops:rule_decide", args=[rule.pk, "enable"]), {"confirm": "1"})
     assert response.status_code == 400
+    rule.refresh_from_db()
+    assert rule.status == FilterRule.Status.PROPOSED
+
+
+# --- enabling and dismissing from the dashboard ----------------------------------------------
+
+
+def test_it_enables_a_proposed_filter_rule(client: Client, operator: User) -> None:
+    rule = FilterRule.objects.create(label="format_issue", gate="well_formed", description="output is well formed")
+    client.force_login(operator)
+    response = client.post(
+        reverse("ops:rule_decide", args=[rule.pk, "enable"]),
+        {"confirm": "1"},
+        headers={"HX-Request": "true", "HX-Target": "rules"},
+    )
+    assert response.status_code == 200
+    rule.refresh_from_db()
+    assert rule.status == FilterRule.Status.ENABLED
+    assert rule.decided_by == operator
+    assert 'id="rules"' in response.content.decode()
+
+
+def test_it_dismisses_a_rule_without_htmx_and_redirects(client: Client, operator: User) -> None:
+    rule = FilterRule.objects.create(label="unclear", gate="nonempty", description="x")
+    client.force_login(operator)
+    response = client.post(reverse("ops:rule_decide", args=[rule.pk, "dismiss"]))
+    assert response.status_code == 302
+    rule.refresh_from_db()
+    assert rule.status == FilterRule.Status.DISMISSED
+
+
+def test_it_refuses_an_unknown_rule_action(client: Client, operator: User) -> None:
+    rule = FilterRule.objects.create(label="unclear", gate="nonempty", description="x")
+    client.force_login(operator)
+    assert client.post(reverse("ops:rule_decide", args=[rule.pk, "delete"])).status_code == 400
+    rule.refresh_from_db()
+    assert rule.status == FilterRule.Status.PROPOSED
+
+
+def test_it_never_changes_a_rule_on_get(client: Client, operator: User) -> None:
+    rule = FilterRule.objects.create(label="unclear", gate="nonempty", description="x")
+    client.force_login(operator)
+    assert client.get(reverse("ops:rule_decide", args=[rule.pk, "enable"])).status_code == 405
     rule.refresh_from_db()
     assert rule.status == FilterRule.Status.PROPOSED

@@ -1,9 +1,14 @@
+"""The what-if simulator's pages: presets, the ratio rule, runs in the request or on a worker, polling
+that stops, comparing runs."""
+
 from __future__ import annotations
 
 from typing import Any
 from unittest import mock
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 
 from reviewqueue.models import SimulationRun
@@ -37,7 +42,7 @@ def _preset_form(name: str, **overrides: Any) -> dict[str, Any]:
     return data
 
 
-def test_it_prefills_a_preset(client: Any, operator: Any) -> None:
+def test_it_prefills_a_preset(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.get(reverse("ops:whatif"), {"preset": "B"})
     assert response.status_code == 200
@@ -45,7 +50,7 @@ def test_it_prefills_a_preset(client: Any, operator: Any) -> None:
 
 
 @pytest.mark.parametrize("name", ["A", "B", "C", "D"])
-def test_it_reproduces_each_preset(client: Any, operator: Any, name: str) -> None:
+def test_it_reproduces_each_preset(client: Client, operator: User, name: str) -> None:
     client.force_login(operator)
     response = client.post(reverse("ops:whatif_run"), _preset_form(name))
     assert response.status_code == 302
@@ -59,7 +64,7 @@ def test_it_reproduces_each_preset(client: Any, operator: Any, name: str) -> Non
     assert "<polyline" in page
 
 
-def test_it_states_the_ratio_rule_with_the_numbers(client: Any, operator: Any) -> None:
+def test_it_states_the_ratio_rule_with_the_numbers(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.post(reverse("ops:whatif_run"), _preset_form("D"), follow=True)
     body = response.content.decode()
@@ -67,7 +72,7 @@ def test_it_states_the_ratio_rule_with_the_numbers(client: Any, operator: Any) -
     assert "unsustainable" in body
 
 
-def test_it_recommends_a_production_rate_under_the_target(client: Any, operator: Any) -> None:
+def test_it_recommends_a_production_rate_under_the_target(client: Client, operator: User) -> None:
     client.force_login(operator)
     client.post(reverse("ops:whatif_run"), _preset_form("B", target_overflow_pct=1.0, duration_min=60))
     run = SimulationRun.objects.get()
@@ -75,7 +80,7 @@ def test_it_recommends_a_production_rate_under_the_target(client: Any, operator:
     assert 0 < recommended < PRESETS["B"].production_per_min
 
 
-def test_it_names_the_field_of_an_invalid_scenario(client: Any, operator: Any) -> None:
+def test_it_names_the_field_of_an_invalid_scenario(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.post(reverse("ops:whatif_run"), _preset_form("A", low_watermark=0.9, high_watermark=0.5))
     assert response.status_code == 400
@@ -85,7 +90,7 @@ def test_it_names_the_field_of_an_invalid_scenario(client: Any, operator: Any) -
 
 
 def test_it_sends_a_long_simulation_to_a_worker(
-    client: Any, operator: Any, django_capture_on_commit_callbacks: Any
+    client: Client, operator: User, django_capture_on_commit_callbacks: Any
 ) -> None:
     client.force_login(operator)
     with (
@@ -102,7 +107,7 @@ def test_it_sends_a_long_simulation_to_a_worker(
     assert poll.status_code == 200
 
 
-def test_it_runs_the_task_once_when_delivered_twice(operator: Any) -> None:
+def test_it_runs_the_task_once_when_delivered_twice(operator: User) -> None:
     run = SimulationRun.objects.create(
         params={"scenario": PRESETS["C"].to_dict(), "replications": 3, "seed": 1}, progress_total=3
     )
@@ -114,7 +119,7 @@ def test_it_runs_the_task_once_when_delivered_twice(operator: Any) -> None:
     assert second.progress_done == second.progress_total == 3
 
 
-def test_it_stops_polling_when_the_run_is_done(client: Any, operator: Any) -> None:
+def test_it_stops_polling_when_the_run_is_done(client: Client, operator: User) -> None:
     run = SimulationRun.objects.create(params={"scenario": PRESETS["A"].to_dict(), "replications": 2, "seed": 0})
     execute_simulation(run.pk)
     client.force_login(operator)
@@ -123,7 +128,7 @@ def test_it_stops_polling_when_the_run_is_done(client: Any, operator: Any) -> No
     assert "overflow-pct" in response.content.decode()
 
 
-def test_it_marks_a_broken_scenario_failed(operator: Any) -> None:
+def test_it_marks_a_broken_scenario_failed(operator: User) -> None:
     run = SimulationRun.objects.create(params={"scenario": {"capacity": -3}, "replications": 1})
     assert execute_simulation(run.pk) == "failed"
     run.refresh_from_db()
@@ -131,7 +136,7 @@ def test_it_marks_a_broken_scenario_failed(operator: Any) -> None:
     assert run.error
 
 
-def test_it_fills_rates_from_live_data(client: Any, operator: Any, admit_item: Any) -> None:
+def test_it_fills_rates_from_live_data(client: Client, operator: User, admit_item: Any) -> None:
     for _ in range(30):
         admit_item()
     client.force_login(operator)
@@ -143,7 +148,7 @@ def test_it_fills_rates_from_live_data(client: Any, operator: Any, admit_item: A
     assert "No decisions in this window" in response.content.decode()
 
 
-def test_it_compares_two_runs_side_by_side(client: Any, operator: Any) -> None:
+def test_it_compares_two_runs_side_by_side(client: Client, operator: User) -> None:
     client.force_login(operator)
     client.post(reverse("ops:whatif_run"), _preset_form("A"))
     client.post(reverse("ops:whatif_run"), _preset_form("B"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 
 from reviewqueue.forms import MAX_SIMULATION_EVENTS, simulation_events
@@ -17,12 +19,12 @@ from .test_ops_whatif import _preset_form
 pytestmark = pytest.mark.django_db
 
 
-def _run(client: Any, name: str, **overrides: Any) -> tuple[SimulationRun, str]:
+def _run(client: Client, name: str, **overrides: Any) -> tuple[SimulationRun, str]:
     response = client.post(reverse("ops:whatif_run"), _preset_form(name, **overrides), follow=True)
     return SimulationRun.objects.order_by("-pk").first(), response.content.decode()
 
 
-def test_it_describes_every_preset(client: Any, operator: Any) -> None:
+def test_it_describes_every_preset(client: Client, operator: User) -> None:
     client.force_login(operator)
     body = client.get(reverse("ops:whatif")).content.decode()
     for name, about in PRESET_DESCRIPTIONS.items():
@@ -30,13 +32,13 @@ def test_it_describes_every_preset(client: Any, operator: Any) -> None:
         assert about in body
 
 
-def test_it_names_the_preset_on_its_result(client: Any, operator: Any) -> None:
+def test_it_names_the_preset_on_its_result(client: Client, operator: User) -> None:
     client.force_login(operator)
     _, body = _run(client, "D")
     assert PRESET_DESCRIPTIONS["D"] in body
 
 
-def test_it_reports_draft_and_shedding_time_apart(client: Any, operator: Any) -> None:
+def test_it_reports_draft_and_shedding_time_apart(client: Client, operator: User) -> None:
     client.force_login(operator)
     run, body = _run(client, "B", backpressure="on")
     r = run.result
@@ -46,7 +48,7 @@ def test_it_reports_draft_and_shedding_time_apart(client: Any, operator: Any) ->
     assert "Time in draft mode" in body and "Time shedding at capacity" in body
 
 
-def test_it_explains_losses_with_backpressure_off(client: Any, operator: Any) -> None:
+def test_it_explains_losses_with_backpressure_off(client: Client, operator: User) -> None:
     client.force_login(operator)
     form = _preset_form("B")
     form.pop("backpressure", None)
@@ -60,7 +62,7 @@ def test_it_explains_losses_with_backpressure_off(client: Any, operator: Any) ->
     assert "0.0 min" not in body.split('id="at-capacity')[1].split("</tr>")[0]
 
 
-def test_it_shows_the_final_step_limit_as_a_whole_number(client: Any, operator: Any) -> None:
+def test_it_shows_the_final_step_limit_as_a_whole_number(client: Client, operator: User) -> None:
     client.force_login(operator)
     run, body = _run(client, "B", backpressure="on")
     median = run.result["step_limit_final_median"]
@@ -69,7 +71,7 @@ def test_it_shows_the_final_step_limit_as_a_whole_number(client: Any, operator: 
     assert cell == str(median)
 
 
-def test_its_long_run_recommendation_never_exceeds_the_review_rate(client: Any, operator: Any) -> None:
+def test_its_long_run_recommendation_never_exceeds_the_review_rate(client: Client, operator: User) -> None:
     client.force_login(operator)
     run, body = _run(client, "B", target_overflow_pct=1.0)
     r = run.result
@@ -81,7 +83,7 @@ def test_its_long_run_recommendation_never_exceeds_the_review_rate(client: Any, 
     assert "only because an empty queue absorbs the surplus" in body
 
 
-def test_it_refuses_a_run_too_large_to_finish_in_plain_words(client: Any, operator: Any) -> None:
+def test_it_refuses_a_run_too_large_to_finish_in_plain_words(client: Client, operator: User) -> None:
     client.force_login(operator)
     response = client.post(reverse("ops:whatif_run"), _preset_form("B", replications=500, duration_min=100_000))
     assert response.status_code == 400
@@ -91,7 +93,7 @@ def test_it_refuses_a_run_too_large_to_finish_in_plain_words(client: Any, operat
     assert "Use at most 5 replications" in message
 
 
-def test_it_accepts_the_largest_run_allowed(client: Any, operator: Any) -> None:
+def test_it_accepts_the_largest_run_allowed(client: Client, operator: User) -> None:
     duration = int(MAX_SIMULATION_EVENTS // (500 * (5 + 3 + 10)))
     assert simulation_events(500, duration, 5, 3) <= MAX_SIMULATION_EVENTS
     form = _preset_form("B", replications=500, duration_min=duration)
@@ -103,7 +105,7 @@ def test_it_accepts_the_largest_run_allowed(client: Any, operator: Any) -> None:
     assert response.status_code == 302
 
 
-def test_it_says_why_a_run_failed_without_a_python_error(client: Any, operator: Any) -> None:
+def test_it_says_why_a_run_failed_without_a_python_error(client: Client, operator: User) -> None:
     run = SimulationRun.objects.create(params={"scenario": {"capacity": -3}, "replications": 1})
     execute_simulation(run.pk)
     run.refresh_from_db()
@@ -114,7 +116,7 @@ def test_it_says_why_a_run_failed_without_a_python_error(client: Any, operator: 
     assert "ValueError" not in body and "Traceback" not in body
 
 
-def test_it_says_an_unexpected_error_in_plain_words(operator: Any, monkeypatch: Any) -> None:
+def test_it_says_an_unexpected_error_in_plain_words(operator: User, monkeypatch: pytest.MonkeyPatch) -> None:
     import simulation
 
     def boom(*args: Any, **kwargs: Any) -> None:

@@ -1,40 +1,69 @@
+"""The reviewer's page through its views: who may open it, what the card
+shows, each action (claim, decide, skip, undo, renew) with htmx and as a plain
+form, and the words for every verdict that could not be recorded."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from pytest_django.fixtures import Settings
 
 from reviewqueue import services
 from reviewqueue.models import QueuePolicy, ReviewItem, Verdict
 
 HX = {"HTTP_HX_REQUEST": "true"}
+AdmitItem = Callable[..., Any]
 
 
 @pytest.fixture
-def rita_client(client, reviewer):
+def rita_client(client: Client, reviewer: User) -> Client:
+    """A client signed in as the reviewer rita."""
     client.force_login(reviewer)
     return client
 
 
-def claim_for(user):
+@pytest.fixture
+def held_item(admit_item: AdmitItem, reviewer: User) -> ReviewItem:
+    """An item rita holds under a lease, the only one admitted so far."""
+    item = admit_item().item
+    claim_for(reviewer)
+    return item
+
+
+def claim_for(user: User) -> ReviewItem | None:
     return services.claim(reviewer=user)
 
 
-def test_it_sends_anonymous_visitors_to_login(client, db):
+def queue_page(client: Client, **headers: str) -> str:
+    """The review page as the client sees it now."""
+    return client.get(reverse("review:queue"), **headers).content.decode()
+
+
+# --- who may review ----------------------------------------------------------------------------------
+
+
+def test_it_sends_anonymous_visitors_to_login(client: Client, db: None) -> None:
     response = client.get(reverse("review:queue"))
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
 
 
-def test_it_refuses_the_review_page_to_a_user_without_the_reviewer_role(client, operator):
+def test_it_refuses_the_review_page_to_a_user_without_the_reviewer_role(client: Client, operator: User) -> None:
     client.force_login(operator)
     assert client.get(reverse("review:queue")).status_code == 403
     assert client.post(reverse("review:next")).status_code == 403
 
 
-def test_it_refuses_claiming_to_an_operator_even_by_direct_post(client, operator, admit_item):
+def test_it_refuses_claiming_to_an_operator_even_by_direct_post(
+    client: Client, operator: User, admit_item: AdmitItem
+) -> None:
     item = admit_item().item
     client.force_login(operator)
     client.post(reverse("review:next"), **HX)
@@ -42,7 +71,10 @@ def test_it_refuses_claiming_to_an_operator_even_by_direct_post(client, operator
     assert item.status == ReviewItem.Status.PENDING
 
 
-def test_it_shows_a_start_button_and_claims_nothing_on_get(rita_client, admit_item):
+# --- claiming: a GET never claims, a POST does -------------------------------------------------------
+
+
+def test_it_shows_a_start_button_and_claims_nothing_on_get(rita_client: Client, admit_item: AdmitItem) -> None:
     item = admit_item().item
     response = rita_client.get(reverse("review:queue"))
     assert response.status_code == 200
@@ -52,7 +84,9 @@ def test_it_shows_a_start_button_and_claims_nothing_on_get(rita_client, admit_it
     assert item.status == ReviewItem.Status.PENDING
 
 
-def test_it_claims_the_next_item_on_post_and_answers_htmx_with_the_card(rita_client, reviewer, admit_item):
+def test_it_claims_the_next_item_on_post_and_answers_htmx_with_the_card(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
     item = admit_item(task_description="Sort the list").item
     response = rita_client.post(reverse("review:next"), **HX)
     assert response.status_code == 200
@@ -66,7 +100,7 @@ def test_it_claims_the_next_item_on_post_and_answers_htmx_with_the_card(rita_cli
     assert item.lease_holder == reviewer
 
 
-def test_it_redirects_a_plain_form_claim_back_to_the_page(rita_client, admit_item):
+def test_it_redirects_a_plain_form_claim_back_to_the_page(rita_client: Client, admit_item: AdmitItem) -> None:
     item = admit_item(task_description="Plain form task").item
     response = rita_client.post(reverse("review:next"))
     assert response.status_code == 302
@@ -75,7 +109,26 @@ def test_it_redirects_a_plain_form_claim_back_to_the_page(rita_client, admit_ite
     assert b"Plain form task" in page.content
 
 
-def test_it_shows_exactly_the_task_output_and_why_it_is_here(rita_client, reviewer, admit_item):
+def test_it_polls_while_the_queue_is_empty_and_offers_next_once_items_wait(
+    rita_client: Client, admit_item: AdmitItem
+) -> None:
+    empty = rita_client.get(reverse("review:waiting"), **HX).content.decode()
+    assert 'hx-trigger="every 5s"' in empty
+    assert "The queue is empty" in empty
+    item = admit_item().item
+    waiting = rita_client.get(reverse("review:waiting"), **HX).content.decode()
+    assert "every 5s" not in waiting
+    assert "Start reviewing" in waiting
+    item.refresh_from_db()
+    assert item.status == ReviewItem.Status.PENDING
+
+
+# --- what the card shows -----------------------------------------------------------------------------
+
+
+def test_it_shows_exactly_the_task_output_and_why_it_is_here(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
     admit_item(
         task_description="Write fizzbuzz",
         final_output="Here it is, as asked.",
@@ -86,7 +139,7 @@ def test_it_shows_exactly_the_task_output_and_why_it_is_here(rita_client, review
         label="sampled",
     )
     claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue")).content.decode()
+    body = queue_page(rita_client)
     task, output, why = (
         body.index("Write fizzbuzz"),
         body.index("Here it is"),
@@ -100,45 +153,140 @@ def test_it_shows_exactly_the_task_output_and_why_it_is_here(rita_client, review
     assert "confidence" not in body.lower()
 
 
-def test_it_escapes_agent_text_in_every_field(rita_client, reviewer, admit_item):
+def test_it_escapes_agent_text_in_every_field(rita_client: Client, reviewer: User, admit_item: AdmitItem) -> None:
     evil = '<script>alert(1)</script><img src=x onerror="alert(2)"><a href="javascript:alert(3)">x</a>'
     admit_item(task_description=evil, final_output=evil, last_error=evil)
     claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue")).content.decode()
+    body = queue_page(rita_client)
     assert "<script>alert" not in body
     assert "<img src=x" not in body
     assert '<a href="javascript:' not in body
     assert body.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 3
 
 
-def test_it_highlights_code_output_with_pygments(rita_client, reviewer, admit_item):
+def test_it_highlights_code_output_with_pygments(rita_client: Client, reviewer: User, admit_item: AdmitItem) -> None:
     admit_item(final_output="def is_even(n):\n    return n % 2 == 0\n")
     claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue")).content.decode()
+    body = queue_page(rita_client)
     assert '<div class="hl">' in body
     assert '<span class="k">def</span>' in body
 
 
-def test_it_shows_the_whole_of_a_long_output(rita_client, reviewer, admit_item):
+def test_it_shows_the_whole_of_a_long_output(rita_client: Client, reviewer: User, admit_item: AdmitItem) -> None:
     lines = [f"line {n} of the agent's long answer" for n in range(5000)]
     admit_item(final_output="\n".join(lines))
     claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue")).content.decode()
+    body = queue_page(rita_client)
     assert "line 0 of the" in body
     assert "line 4999 of the" in body
     assert 'class="output"' in body
 
 
-def test_it_warns_when_the_stored_output_was_cut(rita_client, reviewer, admit_item, settings):
+def test_it_warns_when_the_stored_output_was_cut(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem, settings: Settings
+) -> None:
     settings.REVIEWQUEUE_MAX_OUTPUT_CHARS = 100
     admit_item(final_output="word " * 100)
     claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue")).content.decode()
+    body = queue_page(rita_client)
     assert "was cut when it was stored" in body
     assert "characters omitted" in body
 
 
-def test_it_records_an_approval_and_swaps_in_the_next_item(rita_client, reviewer, admit_item):
+def test_it_renders_the_task_description_as_markdown(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    admit_item(task_description="# Goal\n\nWrite `is_even`:\n\n- handles *n = 0*\n- <b>no</b> imports")
+    claim_for(reviewer)
+    body = queue_page(rita_client)
+    task = body[body.index('class="task prose"') :]
+    assert "<h3>Goal</h3>" in task
+    assert "<code>is_even</code>" in task
+    assert "<li>handles <em>n = 0</em></li>" in task
+    assert "<li>&lt;b&gt;no&lt;/b&gt; imports</li>" in task
+
+
+def test_it_explains_the_draft_badge(rita_client: Client, reviewer: User, admit_item: AdmitItem) -> None:
+    admit_item(draft=True)
+    claim_for(reviewer)
+    body = queue_page(rita_client)
+    assert 'class="badge draft"' in body
+    assert "<strong>Draft</strong>: made while the queue was over its high watermark" in body
+
+
+def test_it_shows_a_banner_in_draft_mode(rita_client: Client, db: None) -> None:
+    QueuePolicy.current()
+    QueuePolicy.objects.filter(pk=1).update(mode="draft")
+    body = queue_page(rita_client)
+    assert 'class="banner draft"' in body
+
+
+def test_it_shows_which_attempt_is_reviewed_its_grade_and_the_failing_checks_descriptions(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    admit_item(
+        attempt_count=5,
+        reviewed_attempt=3,
+        checks_passed=4,
+        checks_total=5,
+        cutoff_reason="regression",
+        last_error="AssertionError at check_5 (attempt 3)",
+        failing_checks=[{"id": "check_5", "about": "subtractive <b>forty</b>"}],
+    )
+    claim_for(reviewer)
+    body = queue_page(rita_client)
+    assert "regression: later attempts got worse" in body
+    assert "attempt 3 of 5, the best: 4 of 5 checks" in body
+    assert "Error of attempt 3" in body and "AssertionError at check_5 (attempt 3)" in body
+    assert "<code>check_5</code> subtractive &lt;b&gt;forty&lt;/b&gt;" in body  # escaped like all stored text
+
+
+def test_it_says_last_error_and_lists_no_checks_when_the_last_attempt_is_reviewed(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    admit_item(attempt_count=4, reviewed_attempt=4, checks_passed=1, checks_total=2, failing_checks=[{"id": "c2"}])
+    claim_for(reviewer)
+    body = queue_page(rita_client, **HX)
+    assert "attempt 4 of 4, the best: 1 of 2 checks" in body
+    assert "Last error" in body and "Error of attempt" not in body
+    assert '<code>c2</code> <span class="muted">(no description)</span>' in body
+
+
+def test_it_shows_a_scored_attempts_estimated_quality(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    admit_item(attempt_count=6, reviewed_attempt=4, reviewed_score=0.8375)
+    claim_for(reviewer)
+    body = queue_page(rita_client)
+    assert "attempt 4 of 6, the best: estimated quality 0.84" in body
+    assert "Failing checks" not in body
+
+
+def test_it_shows_the_queue_instructions_as_sanitised_markdown(rita_client: Client, db: None) -> None:
+    QueuePolicy.current()
+    QueuePolicy.objects.filter(pk=1).update(
+        instructions="**Approve** only what you would ship.\n\n<script>alert(1)</script> [x](javascript:alert(2))"
+    )
+    body = queue_page(rita_client)
+    # On the page and in the ? help.
+    assert body.count("<strong>Approve</strong> only what you would ship.") == 2
+    assert "<script>alert(1)" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    assert 'href="javascript:' not in body
+
+
+def test_it_explains_what_approve_means_by_default(rita_client: Client, db: None) -> None:
+    body = queue_page(rita_client)
+    assert "How to judge" in body
+    assert "<strong>Approve</strong> only output you would accept" in body
+
+
+# --- deciding ----------------------------------------------------------------------------------------
+
+
+def test_it_records_an_approval_and_swaps_in_the_next_item(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
     first = admit_item().item
     second = admit_item(task_description="The second task").item
     claim_for(reviewer)
@@ -154,42 +302,46 @@ def test_it_records_an_approval_and_swaps_in_the_next_item(rita_client, reviewer
     assert "decide;dur=" in response["Server-Timing"]
 
 
-def test_it_records_a_rejection_with_label_and_note(rita_client, reviewer, admit_item):
-    item = admit_item().item
-    claim_for(reviewer)
+def test_it_records_a_rejection_with_label_and_note(rita_client: Client, held_item: ReviewItem) -> None:
     rita_client.post(
-        reverse("review:decide", args=[item.pk]),
+        reverse("review:decide", args=[held_item.pk]),
         {"decision": "reject", "reason_label": "logic_error", "note": "off by one"},
         **HX,
     )
-    verdict = Verdict.objects.get(item=item)
+    verdict = Verdict.objects.get(item=held_item)
     assert (verdict.decision, verdict.reason_label, verdict.note) == ("reject", "logic_error", "off by one")
 
 
-def test_it_requires_a_reason_to_reject_and_keeps_the_note(rita_client, reviewer, admit_item):
-    item = admit_item().item
-    claim_for(reviewer)
-    url = reverse("review:decide", args=[item.pk])
+def test_it_requires_a_reason_to_reject_and_keeps_the_note(rita_client: Client, held_item: ReviewItem) -> None:
+    url = reverse("review:decide", args=[held_item.pk])
     response = rita_client.post(url, {"decision": "reject", "note": "my careful note"}, **HX)
     assert response.status_code == 200
     body = response.content.decode()
     assert "A rejection needs a reason" in body
     assert "my careful note" in body
-    assert f'data-item="{item.pk}"' in body
-    assert not Verdict.objects.filter(item=item).exists()
+    assert f'data-item="{held_item.pk}"' in body
+    assert not Verdict.objects.filter(item=held_item).exists()
     plain = rita_client.post(url, {"decision": "reject"})
     assert plain.status_code == 400
 
 
-def test_it_asks_for_a_decision_when_none_was_posted(rita_client, reviewer, admit_item):
-    item = admit_item().item
-    claim_for(reviewer)
-    response = rita_client.post(reverse("review:decide", args=[item.pk]), {"decision": "maybe"}, **HX)
+def test_it_asks_for_a_decision_when_none_was_posted(rita_client: Client, held_item: ReviewItem) -> None:
+    response = rita_client.post(reverse("review:decide", args=[held_item.pk]), {"decision": "maybe"}, **HX)
     assert "Choose Approve or Reject" in response.content.decode()
-    assert not Verdict.objects.filter(item=item).exists()
+    assert not Verdict.objects.filter(item=held_item).exists()
 
 
-def test_it_answers_a_double_submit_with_already_recorded(rita_client, reviewer, admit_item):
+def test_it_carries_notices_as_messages_after_a_plain_form_decision(rita_client: Client, held_item: ReviewItem) -> None:
+    response = rita_client.post(reverse("review:decide", args=[held_item.pk]), {"decision": "approve"}, follow=True)
+    assert f"Approved item #{held_item.pk}" in response.content.decode()
+
+
+# --- a verdict that is not recorded, and why ---------------------------------------------------------
+
+
+def test_it_answers_a_double_submit_with_already_recorded(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
     item = admit_item().item
     admit_item()
     claim_for(reviewer)
@@ -201,7 +353,9 @@ def test_it_answers_a_double_submit_with_already_recorded(rita_client, reviewer,
     assert Verdict.objects.filter(item=item).count() == 1
 
 
-def test_it_says_a_lease_that_ran_out_gave_the_same_item_back(rita_client, reviewer, admit_item):
+def test_it_says_a_lease_that_ran_out_gave_the_same_item_back(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
     item = admit_item().item
     admit_item()
     claim_for(reviewer)
@@ -223,7 +377,9 @@ def test_it_says_a_lease_that_ran_out_gave_the_same_item_back(rita_client, revie
     assert not Verdict.objects.filter(item=item).exists()
 
 
-def test_it_says_another_reviewer_took_an_item_whose_lease_ran_out(rita_client, reviewer, make_user, admit_item):
+def test_it_says_another_reviewer_took_an_item_whose_lease_ran_out(
+    rita_client: Client, reviewer: User, make_user: Callable[..., User], admit_item: AdmitItem
+) -> None:
     item = admit_item().item
     other = admit_item().item
     claim_for(reviewer)
@@ -237,7 +393,9 @@ def test_it_says_another_reviewer_took_an_item_whose_lease_ran_out(rita_client, 
     assert not Verdict.objects.filter(item=item).exists()
 
 
-def test_it_tells_the_second_tab_what_the_first_recorded(rita_client, reviewer, admit_item):
+def test_it_tells_the_second_tab_what_the_first_recorded(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
     item = admit_item().item
     admit_item()
     claim_for(reviewer)
@@ -252,24 +410,26 @@ def test_it_tells_the_second_tab_what_the_first_recorded(rita_client, reviewer, 
     assert Verdict.objects.get(item=item).decision == "approve"
 
 
-def test_it_names_the_other_reviewer_whose_verdict_came_first(rita_client, reviewer, make_user, admit_item):
-    item = admit_item().item
-    claim_for(reviewer)
-    ReviewItem.objects.filter(pk=item.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+def test_it_names_the_other_reviewer_whose_verdict_came_first(
+    rita_client: Client, reviewer: User, make_user: Callable[..., User], held_item: ReviewItem
+) -> None:
+    ReviewItem.objects.filter(pk=held_item.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     services.expire_leases()
     ravi = make_user("ravi", "reviewer")
     claim_for(ravi)
-    services.decide(item_id=item.pk, reviewer=ravi, approve=False, reason_label="hallucination")
-    response = rita_client.post(reverse("review:decide", args=[item.pk]), {"decision": "approve"}, **HX)
+    services.decide(item_id=held_item.pk, reviewer=ravi, approve=False, reason_label="hallucination")
+    response = rita_client.post(reverse("review:decide", args=[held_item.pk]), {"decision": "approve"}, **HX)
     body = response.content.decode()
     assert (
-        f"Item #{item.pk} was already rejected (hallucination) by ravi, just now; your approval was not recorded"
+        f"Item #{held_item.pk} was already rejected (hallucination) by ravi, just now; your approval was not recorded"
         in body
     )
-    assert Verdict.objects.get(item=item).reviewer == ravi
+    assert Verdict.objects.get(item=held_item).reviewer == ravi
 
 
-def test_it_explains_an_item_held_by_another_reviewer(rita_client, make_user, admit_item):
+def test_it_explains_an_item_held_by_another_reviewer(
+    rita_client: Client, make_user: Callable[..., User], admit_item: AdmitItem
+) -> None:
     item = admit_item().item
     claim_for(make_user("ravi", "reviewer"))
     response = rita_client.post(reverse("review:decide", args=[item.pk]), {"decision": "approve"}, **HX)
@@ -277,21 +437,22 @@ def test_it_explains_an_item_held_by_another_reviewer(rita_client, make_user, ad
     assert not Verdict.objects.filter(item=item).exists()
 
 
-def test_it_gives_a_skipped_item_back_to_the_queue(rita_client, reviewer, admit_item):
-    item = admit_item().item
-    claim_for(reviewer)
-    response = rita_client.post(reverse("review:skip", args=[item.pk]), **HX)
+# --- skipping ----------------------------------------------------------------------------------------
+
+
+def test_it_gives_a_skipped_item_back_to_the_queue(rita_client: Client, held_item: ReviewItem) -> None:
+    response = rita_client.post(reverse("review:skip", args=[held_item.pk]), **HX)
     body = response.content.decode()
-    assert f"Skipped item #{item.pk}" in body
+    assert f"Skipped item #{held_item.pk}" in body
     # The only item is the one just skipped: it is not handed straight back.
     assert 'data-item=""' in body
     assert "No other item waits right now" in body
-    item.refresh_from_db()
-    assert item.status == ReviewItem.Status.PENDING
-    assert item.lease_holder is None
+    held_item.refresh_from_db()
+    assert held_item.status == ReviewItem.Status.PENDING
+    assert held_item.lease_holder is None
 
 
-def test_it_moves_on_to_the_next_item_after_a_skip(rita_client, reviewer, admit_item):
+def test_it_moves_on_to_the_next_item_after_a_skip(rita_client: Client, reviewer: User, admit_item: AdmitItem) -> None:
     first = admit_item().item
     second = admit_item(task_description="The second task").item
     claim_for(reviewer)
@@ -304,7 +465,7 @@ def test_it_moves_on_to_the_next_item_after_a_skip(rita_client, reviewer, admit_
     assert second.lease_holder == reviewer
 
 
-def test_it_moves_on_after_a_plain_form_skip_too(rita_client, reviewer, admit_item):
+def test_it_moves_on_after_a_plain_form_skip_too(rita_client: Client, reviewer: User, admit_item: AdmitItem) -> None:
     first = admit_item().item
     second = admit_item().item
     claim_for(reviewer)
@@ -313,71 +474,12 @@ def test_it_moves_on_after_a_plain_form_skip_too(rita_client, reviewer, admit_it
     assert f'data-item="{second.pk}"' in page
 
 
-def test_it_shows_the_queue_instructions_as_sanitised_markdown(rita_client, db):
-    QueuePolicy.current()
-    QueuePolicy.objects.filter(pk=1).update(
-        instructions="**Approve** only what you would ship.\n\n<script>alert(1)</script> [x](javascript:alert(2))"
-    )
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    # On the page and in the ? help.
-    assert body.count("<strong>Approve</strong> only what you would ship.") == 2
-    assert "<script>alert(1)" not in body
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
-    assert 'href="javascript:' not in body
+# --- undo and the lease ------------------------------------------------------------------------------
 
 
-def test_it_explains_what_approve_means_by_default(rita_client, db):
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    assert "How to judge" in body
-    assert "<strong>Approve</strong> only output you would accept" in body
-
-
-def test_it_renders_the_task_description_as_markdown(rita_client, reviewer, admit_item):
-    admit_item(task_description="# Goal\n\nWrite `is_even`:\n\n- handles *n = 0*\n- <b>no</b> imports")
-    claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    task = body[body.index('class="task prose"') :]
-    assert "<h3>Goal</h3>" in task
-    assert "<code>is_even</code>" in task
-    assert "<li>handles <em>n = 0</em></li>" in task
-    assert "<li>&lt;b&gt;no&lt;/b&gt; imports</li>" in task
-
-
-def test_it_says_just_now_for_a_verdict_under_a_minute_old(rita_client, reviewer, admit_item):
-    item = admit_item().item
-    claim_for(reviewer)
-    services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    assert "just now" in body
-    assert "0\xa0minutes" not in body and "0 minutes" not in body
-
-
-def test_it_claims_no_pace_before_the_first_verdict(rita_client, reviewer, admit_item):
-    admit_item()
-    claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    assert "median" not in body
-    assert "No verdicts yet" in body
-
-
-def test_it_says_under_1_s_rather_than_0_s_for_scripted_speed(rita_client, reviewer, admit_item):
-    item = admit_item().item
-    claim_for(reviewer)
-    services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    assert "median <strong>under 1 s</strong>" in body
-    assert "0 s</strong>" not in body
-
-
-def test_it_explains_the_draft_badge(rita_client, reviewer, admit_item):
-    admit_item(draft=True)
-    claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    assert 'class="badge draft"' in body
-    assert "<strong>Draft</strong>: made while the queue was over its high watermark" in body
-
-
-def test_it_undoes_the_last_verdict_and_gives_back_the_item_shown_meanwhile(rita_client, reviewer, admit_item):
+def test_it_undoes_the_last_verdict_and_gives_back_the_item_shown_meanwhile(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
     first = admit_item().item
     second = admit_item().item
     claim_for(reviewer)
@@ -391,24 +493,24 @@ def test_it_undoes_the_last_verdict_and_gives_back_the_item_shown_meanwhile(rita
     assert second.status == ReviewItem.Status.PENDING
 
 
-def test_it_says_when_there_is_nothing_to_undo(rita_client, reviewer):
+def test_it_says_when_there_is_nothing_to_undo(rita_client: Client, reviewer: User) -> None:
     response = rita_client.post(reverse("review:undo"), **HX)
     assert "Nothing to undo" in response.content.decode()
 
 
-def test_it_renews_the_lease_with_a_lease_fragment(rita_client, reviewer, admit_item):
-    item = admit_item().item
-    claim_for(reviewer)
+def test_it_renews_the_lease_with_a_lease_fragment(rita_client: Client, held_item: ReviewItem) -> None:
     soon = timezone.now() + timedelta(seconds=20)
-    ReviewItem.objects.filter(pk=item.pk).update(lease_expires_at=soon)
-    response = rita_client.post(reverse("review:renew", args=[item.pk]), **HX)
+    ReviewItem.objects.filter(pk=held_item.pk).update(lease_expires_at=soon)
+    response = rita_client.post(reverse("review:renew", args=[held_item.pk]), **HX)
     body = response.content.decode()
     assert body.lstrip().startswith('<span id="lease"')
-    item.refresh_from_db()
-    assert item.lease_expires_at > soon
+    held_item.refresh_from_db()
+    assert held_item.lease_expires_at > soon
 
 
-def test_it_replaces_the_whole_card_when_the_lease_cannot_be_renewed(rita_client, make_user, admit_item):
+def test_it_replaces_the_whole_card_when_the_lease_cannot_be_renewed(
+    rita_client: Client, make_user: Callable[..., User], admit_item: AdmitItem
+) -> None:
     item = admit_item().item
     claim_for(make_user("ravi", "reviewer"))
     response = rita_client.post(reverse("review:renew", args=[item.pk]), **HX)
@@ -416,93 +518,60 @@ def test_it_replaces_the_whole_card_when_the_lease_cannot_be_renewed(rita_client
     assert "Nothing was lost" in response.content.decode()
 
 
-def test_it_polls_while_the_queue_is_empty_and_offers_next_once_items_wait(rita_client, admit_item):
-    empty = rita_client.get(reverse("review:waiting"), **HX).content.decode()
-    assert 'hx-trigger="every 5s"' in empty
-    assert "The queue is empty" in empty
-    item = admit_item().item
-    waiting = rita_client.get(reverse("review:waiting"), **HX).content.decode()
-    assert "every 5s" not in waiting
-    assert "Start reviewing" in waiting
-    item.refresh_from_db()
-    assert item.status == ReviewItem.Status.PENDING
+# --- actions are POSTs: a GET on one goes back to the page -------------------------------------------
 
 
-def test_it_shows_the_reviewers_pace_and_recent_verdicts(rita_client, reviewer, admit_item):
-    items = [admit_item().item for _ in range(3)]
-    for item in items:
-        claim_for(reviewer)
-        ReviewItem.objects.filter(pk=item.pk).update(claimed_at=timezone.now() - timedelta(seconds=30))
-        services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    assert "<strong>3</strong> verdicts in the last hour" in body
-    assert f"#{items[-1].pk}" in body
-    assert "median <strong>–</strong>" not in body
-    assert "about <strong>120</strong> an hour at that pace" in body
-
-
-def test_it_shows_a_banner_in_draft_mode(rita_client, db):
-    QueuePolicy.current()
-    QueuePolicy.objects.filter(pk=1).update(mode="draft")
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    assert 'class="banner draft"' in body
-
-
-def test_it_sends_a_get_on_an_action_url_back_to_the_page(rita_client, reviewer, admit_item):
-    item = admit_item().item
-    claim_for(reviewer)
-    for url in (reverse("review:decide", args=[item.pk]), reverse("review:next"), reverse("review:undo")):
+def test_it_sends_a_get_on_an_action_url_back_to_the_page(rita_client: Client, held_item: ReviewItem) -> None:
+    for url in (reverse("review:decide", args=[held_item.pk]), reverse("review:next"), reverse("review:undo")):
         response = rita_client.get(url)
         assert response.status_code == 302
         assert response["Location"] == reverse("review:queue")
     assert not Verdict.objects.exists()
 
 
-def test_it_rejects_renew_by_get(rita_client, reviewer, admit_item):
-    item = admit_item().item
+def test_it_rejects_renew_by_get(rita_client: Client, held_item: ReviewItem) -> None:
+    assert rita_client.get(reverse("review:renew", args=[held_item.pk])).status_code == 405
+
+
+# --- the context panel: the reviewer's own pace and verdicts -----------------------------------------
+
+
+def test_it_says_just_now_for_a_verdict_under_a_minute_old(
+    rita_client: Client, reviewer: User, held_item: ReviewItem
+) -> None:
+    services.decide(item_id=held_item.pk, reviewer=reviewer, approve=True)
+    body = queue_page(rita_client)
+    assert "just now" in body
+    assert "0\xa0minutes" not in body and "0 minutes" not in body
+
+
+def test_it_claims_no_pace_before_the_first_verdict(rita_client: Client, reviewer: User, admit_item: AdmitItem) -> None:
+    admit_item()
     claim_for(reviewer)
-    assert rita_client.get(reverse("review:renew", args=[item.pk])).status_code == 405
+    body = queue_page(rita_client)
+    assert "median" not in body
+    assert "No verdicts yet" in body
 
 
-def test_it_carries_notices_as_messages_after_a_plain_form_decision(rita_client, reviewer, admit_item):
-    item = admit_item().item
-    claim_for(reviewer)
-    response = rita_client.post(reverse("review:decide", args=[item.pk]), {"decision": "approve"}, follow=True)
-    assert f"Approved item #{item.pk}" in response.content.decode()
+def test_it_says_under_1_s_rather_than_0_s_for_scripted_speed(
+    rita_client: Client, reviewer: User, held_item: ReviewItem
+) -> None:
+    services.decide(item_id=held_item.pk, reviewer=reviewer, approve=True)
+    body = queue_page(rita_client)
+    assert "median <strong>under 1 s</strong>" in body
+    assert "0 s</strong>" not in body
 
 
-def test_it_shows_which_attempt_is_reviewed_its_grade_and_the_failing_checks_descriptions(
-    rita_client, reviewer, admit_item
-):
-    admit_item(
-        attempt_count=5,
-        reviewed_attempt=3,
-        checks_passed=4,
-        checks_total=5,
-        cutoff_reason="regression",
-        last_error="AssertionError at check_5 (attempt 3)",
-        failing_checks=[{"id": "check_5", "about": "subtractive <b>forty</b>"}],
-    )
-    claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    assert "regression: later attempts got worse" in body
-    assert "attempt 3 of 5, the best: 4 of 5 checks" in body
-    assert "Error of attempt 3" in body and "AssertionError at check_5 (attempt 3)" in body
-    assert "<code>check_5</code> subtractive &lt;b&gt;forty&lt;/b&gt;" in body  # escaped like all stored text
-
-
-def test_it_says_last_error_and_lists_no_checks_when_the_last_attempt_is_reviewed(rita_client, reviewer, admit_item):
-    admit_item(attempt_count=4, reviewed_attempt=4, checks_passed=1, checks_total=2, failing_checks=[{"id": "c2"}])
-    claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue"), **HX).content.decode()
-    assert "attempt 4 of 4, the best: 1 of 2 checks" in body
-    assert "Last error" in body and "Error of attempt" not in body
-    assert '<code>c2</code> <span class="muted">(no description)</span>' in body
-
-
-def test_it_shows_a_scored_attempts_estimated_quality(rita_client, reviewer, admit_item):
-    admit_item(attempt_count=6, reviewed_attempt=4, reviewed_score=0.8375)
-    claim_for(reviewer)
-    body = rita_client.get(reverse("review:queue")).content.decode()
-    assert "attempt 4 of 6, the best: estimated quality 0.84" in body
-    assert "Failing checks" not in body
+def test_it_shows_the_reviewers_pace_and_recent_verdicts(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    items = [admit_item().item for _ in range(3)]
+    for item in items:
+        claim_for(reviewer)
+        ReviewItem.objects.filter(pk=item.pk).update(claimed_at=timezone.now() - timedelta(seconds=30))
+        services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+    body = queue_page(rita_client)
+    assert "<strong>3</strong> verdicts in the last hour" in body
+    assert f"#{items[-1].pk}" in body
+    assert "median <strong>–</strong>" not in body
+    assert "about <strong>120</strong> an hour at that pace" in body

@@ -12,7 +12,7 @@ from django.forms.models import model_to_dict
 from django.test import Client
 
 from reviewqueue.models import ApiToken
-from reviewqueue.views.api import hash_token, issue_token
+from reviewqueue.tokens import hash_token, issue_token
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -99,3 +99,12 @@ def test_a_producer_token_reads_only_its_own_items(client: Client, admit_item: A
     item = admit_item(producer="mine").item
     assert client.get(f"/api/items/{item.pk}", **_auth(mine)).status_code == 200
     assert client.get(f"/api/items/{item.pk}", **_auth(other)).status_code == 404
+
+
+def test_it_creates_a_token_from_the_command_line(db: None) -> None:
+    out = io.StringIO()
+    call_command("create_api_token", "ci-producer", "--metrics", stdout=out, stderr=io.StringIO())
+    plain = out.getvalue().strip()
+    token = ApiToken.objects.get(name="ci-producer")
+    assert token.token_hash == hash_token(plain)
+    assert token.scopes == ["outputs", "metrics"]

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from reviewqueue.models import ApiToken
-from reviewqueue.views.api import issue_token
+from reviewqueue.tokens import issue_token
 
 # Least privilege: a token that only pushes outputs unless more is asked for.
 DEFAULT_SCOPES = (ApiToken.Scope.OUTPUTS,)

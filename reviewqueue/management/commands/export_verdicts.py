@@ -9,7 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from reviewqueue.forms import ExportForm, export_lines
+from reviewqueue.export import export_lines
+from reviewqueue.forms import ExportForm
 
 
 class Command(BaseCommand):

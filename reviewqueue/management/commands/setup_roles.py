@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandError
 
-from reviewqueue.access import ROLE_PERMISSIONS
-
-
-def ensure_groups() -> dict[str, Group]:
-    """Idempotent: the groups exist with exactly their role's permissions."""
-    groups = {}
-    for role, codenames in ROLE_PERMISSIONS.items():
-        group, _ = Group.objects.get_or_create(name=role)
-        perms = list(Permission.objects.filter(content_type__app_label="reviewqueue", codename__in=codenames))
-        missing = set(codenames) - {p.codename for p in perms}
-        if missing:  # a renamed model must not silently leave a role without its rights
-            raise CommandError(f"permissions missing for role {role}: {', '.join(sorted(missing))} (run migrate)")
-        group.permissions.set(perms)
-        groups[role] = group
-    return groups
+from reviewqueue.access import ROLE_PERMISSIONS, MissingPermissions, ensure_groups
 
 
 class Command(BaseCommand):
@@ -34,13 +20,16 @@ class Command(BaseCommand):
         parser.add_argument("--password", help="set this password (otherwise an existing one is kept)")
         parser.add_argument("--staff", action="store_true", help="also allow the Django admin")
 
-    def handle(self, *args: object, **options: object) -> None:
-        groups = ensure_groups()
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            groups = ensure_groups()
+        except MissingPermissions as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(f"groups ready: {', '.join(sorted(groups))}")
         username = options.get("user")
         if not username:
             return
-        roles = options["role"] or []
+        roles: list[str] = options["role"] or []
         if not roles:
             raise CommandError("--user needs at least one --role")
         user_model = get_user_model()
@@ -53,6 +42,6 @@ class Command(BaseCommand):
         if options.get("staff"):
             user.is_staff = True
         user.save()
-        for role in roles:  # type: ignore[union-attr]
+        for role in roles:
             user.groups.add(groups[role])
-        self.stdout.write(f"{'created' if created else 'updated'} {username}: {', '.join(roles)}")  # type: ignore[arg-type]
+        self.stdout.write(f"{'created' if created else 'updated'} {username}: {', '.join(roles)}")

@@ -1,0 +1,80 @@
+"""Producer API tokens: issued once in plain text, kept only as a hash, looked
+up in constant time. The JSON API, ``/metrics`` and the ``create_api_token``
+command share these; which scope an endpoint needs is the endpoint's business.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Collection
+from datetime import timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import HttpRequest
+from django.utils import timezone
+
+from .models import ApiToken
+
+TOKEN_PREFIX_LEN = 8
+# last_used_at is a hint, not an audit trail: write it at most once a minute per token.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+# Items from operators' loop runs are filed under these producer names.
+RESERVED_PRODUCER_PREFIX = "loop:"
+
+
+def hash_token(token: str) -> str:
+    """What is stored of a token: its SHA-256, never the token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def issue_token(
+    *, name: str, scopes: Collection[str], created_by: AbstractBaseUser | None = None
+) -> tuple[ApiToken, str]:
+    """Create a token with exactly ``scopes``; the plain text is returned once
+    and never stored. Raises ValueError for an unknown scope or a reserved or
+    empty name. Not idempotent: each call issues a new token."""
+    name = name.strip()
+    if not name or len(name) > 100 or not name.isprintable():
+        raise ValueError("a token's name is 1 to 100 printable characters")
+    if name.startswith(RESERVED_PRODUCER_PREFIX):
+        raise ValueError(f"names starting with {RESERVED_PRODUCER_PREFIX!r} are kept for built-in loop runs")
+    unknown = sorted(set(scopes) - set(ApiToken.Scope.values))
+    if unknown:
+        raise ValueError(f"unknown scope {', '.join(unknown)}; known: {', '.join(ApiToken.Scope.values)}")
+    prefix = secrets.token_hex(TOKEN_PREFIX_LEN // 2)
+    plain = f"rq_{prefix}_{secrets.token_urlsafe(32)}"
+    token = ApiToken.objects.create(
+        name=name,
+        prefix=prefix,
+        token_hash=hash_token(plain),
+        # In the order the scopes are declared, whatever order they came in.
+        scopes=[scope for scope in ApiToken.Scope.values if scope in set(scopes)],
+        created_by=created_by,
+    )
+    return token, plain
+
+
+def token_for(raw: str) -> ApiToken | None:
+    """The active token matching ``raw``, compared in constant time."""
+    parts = raw.split("_")
+    if len(parts) < 3 or parts[0] != "rq" or len(parts[1]) != TOKEN_PREFIX_LEN:
+        return None
+    digest = hash_token(raw)
+    for token in ApiToken.objects.filter(prefix=parts[1], revoked_at=None):
+        if hmac.compare_digest(token.token_hash, digest):
+            now = timezone.now()
+            if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+                ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+            return token
+    return None
+
+
+def bearer_token(request: HttpRequest) -> ApiToken | None:
+    """The token from an ``Authorization: Bearer`` header, if valid."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return None
+    return token_for(raw.strip())
