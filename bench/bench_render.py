@@ -26,7 +26,9 @@ from benchlib import median_seconds
 
 from reviewqueue.templatetags.review_tags import render_output
 
-SERVICES = (Path(__file__).resolve().parent.parent / "reviewqueue" / "services.py").read_text()
+SERVICES = "\n".join(
+    p.read_text() for p in sorted((Path(__file__).resolve().parent.parent / "reviewqueue" / "services").glob("*.py"))
+)
 
 
 def cases(n: int) -> dict[str, str]:
