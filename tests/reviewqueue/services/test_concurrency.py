@@ -16,7 +16,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.models import CircuitBreakerEntry, ModeChange, QueuePolicy, ReviewItem, Verdict
+from reviewqueue.models import CircuitBreakerEntry, QueuePolicy, ReviewItem, Verdict
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -133,26 +133,3 @@ def test_every_item_is_in_exactly_one_state_after_mixed_concurrent_work(make_use
     assert set(statuses) <= {"pending", "claimed", "approved", "shed"}
     assert statuses["approved"] == Verdict.objects.count()
     assert statuses["pending"] + statuses["claimed"] <= 30
-
-
-def test_admission_outside_a_transaction_keeps_every_rule(db: None) -> None:
-    """The path producers take (no enclosing transaction; on PostgreSQL the
-    pipelined one) admits, turns draft, sheds and refuses duplicates exactly
-    as the policy says."""
-    services.policy_update(user=None, changes={"capacity": 5})  # high watermark at depth 4
-    outcomes = [
-        services.admit(
-            idempotency_key=f"p{i}", task_description="t", final_output="o", cutoff_reason="stuck", priority=i
-        )
-        for i in range(7)
-    ]
-    assert [o.outcome for o in outcomes] == ["enqueued"] * 7
-    assert [o.mode for o in outcomes] == ["normal"] * 4 + ["shedding"] * 3
-    assert outcomes[0].item.pk == ReviewItem.objects.get(idempotency_key="p0").pk
-    again = services.admit(idempotency_key="p3", task_description="t", final_output="x", cutoff_reason="stuck")
-    assert again.outcome == "duplicate" and again.item.pk == outcomes[3].item.pk
-    assert list(ReviewItem.objects.filter(status="shed").values_list("idempotency_key", flat=True).order_by("pk")) == [
-        "p0",
-        "p1",
-    ]
-    assert [(m.previous, m.mode) for m in ModeChange.objects.order_by("pk")] == [("normal", "shedding")]
