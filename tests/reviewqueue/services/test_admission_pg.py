@@ -19,6 +19,8 @@ from reviewqueue import policy, services
 from reviewqueue.models import FilterRule, ModeChange, QueuePolicy, ReviewItem
 from reviewqueue.services import admission_pg
 
+from .threads import in_threads
+
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement path is PostgreSQL's"),
@@ -205,8 +207,6 @@ def test_bad_input_is_cleaned_on_this_path_too(paths: list[str], settings: Any) 
 def test_concurrent_admissions_and_verdicts_keep_the_depth_exact(
     paths: list[str], make_user: Callable[..., Any]
 ) -> None:
-    from tests.reviewqueue.test_concurrency import in_threads
-
     services.policy_update(user=None, changes={"capacity": 1000})
     reviewers = [make_user(f"c{i}", "reviewer") for i in range(2)]
     for i in range(10):

@@ -4,36 +4,20 @@ the SQLite file on the embedded defaults)."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.utils import timezone
 
 from reviewqueue import services
 from reviewqueue.models import CircuitBreakerEntry, QueuePolicy, ReviewItem, Verdict
 
+from .threads import in_threads
+
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-def in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run work(i) in ``count`` threads at once; each closes its own connection."""
-    barrier = threading.Barrier(count)
-
-    def run(i: int) -> Any:
-        try:
-            barrier.wait()
-            return work(i)
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(run, range(count)))
 
 
 def seed_items(n: int) -> None:
