@@ -28,7 +28,7 @@ from __future__ import annotations
 from .admission import admit, enabled_gates
 from .cleaning import TRUNCATION_MARKER, clean_json, clean_text
 from .depth import queue_depth, reconcile_depth
-from .errors import AlreadyDecided, InvalidInput, LeaseExpired, NotLeaseHolder, NothingToUndo, QueueError, UnknownGate
+from .errors import AlreadyDecided, InvalidInput, LeaseExpired, NothingToUndo, NotLeaseHolder, QueueError, UnknownGate
 from .leases import claim, current_claim, expire_leases, release, renew
 from .outcomes import AdmitResult
 from .queue_policy import decide_rule, policy_update

@@ -48,9 +48,7 @@ def policy_update(*, user: AbstractBaseUser | None, changes: dict[str, object]) 
         return queue
 
 
-def decide_rule(
-    *, rule_id: int, status: str, user: AbstractBaseUser | None, now: datetime | None = None
-) -> FilterRule:
+def decide_rule(*, rule_id: int, status: str, user: AbstractBaseUser | None, now: datetime | None = None) -> FilterRule:
     """Enable, dismiss or re-propose a filter rule, recording who decided and when.
 
     Admission refuses to run a gate this version does not know, so enabling
