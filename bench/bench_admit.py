@@ -7,7 +7,7 @@ the same psycopg connection that Django holds, one transaction per row, in
 rounds whose order alternates, so drift on a shared machine hits all alike:
 
 - admit(): the service, policy decision included (on PostgreSQL outside a
-  transaction: one prepared statement, see services._admit_one_statement);
+  transaction: one prepared statement, see services.admission_pg.admit_one_statement);
 - raw INSERT: Django's cursor (client-side binding, planned on every call);
 - prepared INSERT: the same INSERT prepared once, as admit() sends its own:
   the strict baseline, and the one the target (admit / raw >= 0.5) is held to;
@@ -221,10 +221,11 @@ def run_concurrent(n: int, producers: int) -> dict[str, float]:
     from django.db import connection
 
     from reviewqueue import services
+    from reviewqueue.services import admission_pg
 
     per_thread = max(1, n // producers)
     one_statement = itertools.count()  # admissions the one-statement path took
-    inner = services._admit_one_statement
+    inner = admission_pg.admit_one_statement
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         result = inner(*args, **kwargs)
@@ -260,7 +261,7 @@ def run_concurrent(n: int, producers: int) -> dict[str, float]:
             raise SystemExit(f"{name}: a producer failed: {failures[0]!r}")
         return producers * per_thread / (time.perf_counter() - start)
 
-    services._admit_one_statement = counted
+    admission_pg.admit_one_statement = counted
     try:
         rates = {"admit": 0.0, "prepared": 0.0}
         for r in range(2):  # both orders, the rates summed
@@ -270,7 +271,7 @@ def run_concurrent(n: int, producers: int) -> dict[str, float]:
                 else:
                     rates[name] += side(f"prepared-{r}", insert_prepared)
     finally:
-        services._admit_one_statement = inner
+        admission_pg.admit_one_statement = inner
     check_depth("concurrent")
     admitted = 2 * producers * (per_thread + 1)
     took = next(one_statement)

@@ -1,5 +1,5 @@
 """The queue's tables. Row-level state changes live here as methods; writes that
-touch several rows (admit, claim, decide) live in services.py."""
+touch several rows (admit, claim, decide) live in the services package."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ class QueuePolicy(models.Model):
 
         The row lock is the queue's lock: every writer of queue state takes it
         here, or, for admit()'s one-statement path on PostgreSQL, by updating
-        the row (see services._admit_one_statement)."""
+        the row (see services.admission_pg.admit_one_statement)."""
         # One query on every call but the very first: admit() and decide() run
         # this per item, and the row exists from then on.
         row = cls.objects.select_for_update().filter(pk=1).first()

@@ -132,7 +132,7 @@ def plain_enqueue_depths(mode: Mode, marks: Watermarks) -> range:
     The same decision for a whole range of depths is what lets the live queue
     apply it in one statement that checks the range, so concurrent
     admissions and verdicts moving the depth inside it never conflict
-    (``services._admit_one_statement``); at any other depth plan_admission
+    (``services.admission_pg.admit_one_statement``); at any other depth plan_admission
     decides. Integer depth ``d + 1 <= high_depth`` is ``d + 1 <= floor(high_depth)``,
     and ``d + 1 >= low_depth`` is ``d + 1 >= ceil(low_depth)``.
     """

@@ -210,12 +210,12 @@ def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse
     if status is None:
         return HttpResponse("unknown action", status=400)
     rule = get_object_or_404(FilterRule, pk=rule_id)
-    if status == FilterRule.Status.ENABLED:
-        if request.POST.get("confirm") != "1":
-            return redirect("ops:rule_preview", rule_id=rule.pk)
-        if rule.gate not in GATES:  # admission refuses to run an unknown gate: never enable one
-            return HttpResponse("this rule's gate is not one this version knows; it cannot be enabled", status=400)
-    FilterRule.objects.filter(pk=rule.pk).update(status=status, decided_by=request.user, decided_at=timezone.now())
+    if status == FilterRule.Status.ENABLED and request.POST.get("confirm") != "1":
+        return redirect("ops:rule_preview", rule_id=rule.pk)
+    try:
+        services.decide_rule(rule_id=rule.pk, status=status, user=request.user)
+    except services.UnknownGate as exc:
+        return HttpResponse(exc.message, status=400)
     if request.htmx:
         return render(request, "ops/dashboard.html#rules", rules_context())
     messages.success(request, f"Filter rule {rule.gate} {status}.")

@@ -1,4 +1,4 @@
-"""admit()'s one-statement path on PostgreSQL (services._admit_one_statement):
+"""admit()'s one-statement path on PostgreSQL (services.admission_pg):
 it must store exactly what the general path stores, hand over to it whenever
 the policy must decide, and never let a stale view of the queue through.
 
@@ -13,9 +13,13 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from reviewqueue import policy, services
 from reviewqueue.models import FilterRule, ModeChange, QueuePolicy, ReviewItem
+from reviewqueue.services import admission_pg
+
+from .threads import in_threads
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -27,14 +31,14 @@ pytestmark = [
 def paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Which path each admit() took: "one statement" or "general"."""
     taken: list[str] = []
-    inner = services._admit_one_statement
+    inner = admission_pg.admit_one_statement
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         result = inner(*args, **kwargs)
         taken.append("one statement" if result is not None else "general")
         return result
 
-    monkeypatch.setattr(services, "_admit_one_statement", spy)
+    monkeypatch.setattr(admission_pg, "admit_one_statement", spy)
     yield taken
 
 
@@ -90,12 +94,12 @@ def test_it_stores_what_the_general_path_stores(paths: list[str]) -> None:
 def test_its_values_are_what_the_orm_would_send() -> None:
     # The statement sends the model's attributes as they are; Django's own
     # preparation must not change any of them for these field types.
-    now = services.timezone.now()
+    now = timezone.now()
     fields = output("prep")
     fields["failing_checks"] = json.dumps(fields["failing_checks"])  # the model stores it as JSON text
     item = ReviewItem(**{**fields, "created_at": now, "updated_at": now, "output_truncated": True})
-    prepared = [f.get_db_prep_save(getattr(item, f.attname), connection) for f in services._INSERT_FIELDS]
-    assert list(services._insert_values(item)) == prepared
+    prepared = [f.get_db_prep_save(getattr(item, f.attname), connection) for f in admission_pg._INSERT_FIELDS]
+    assert list(admission_pg._insert_values(item)) == prepared
 
 
 def test_a_duplicate_key_changes_nothing_and_answers_with_the_first_item(paths: list[str]) -> None:
@@ -142,7 +146,7 @@ def test_a_stale_view_of_the_policy_is_caught_and_reread(paths: list[str]) -> No
     # Another process changes the watermarks behind this one's back: the
     # remembered state is stale, the statement finds the row changed.
     QueuePolicy.objects.filter(pk=1).update(capacity=4, high_watermark=0.5)
-    stale = services._seen
+    stale = admission_pg._seen
     assert stale is not None and stale.marks.capacity != 4
     third = services.admit(**output("c"))
     # depth 2 -> 3 of 4 crosses the high mark at 2: draft, which the general path decides
@@ -203,8 +207,6 @@ def test_bad_input_is_cleaned_on_this_path_too(paths: list[str], settings: Any) 
 def test_concurrent_admissions_and_verdicts_keep_the_depth_exact(
     paths: list[str], make_user: Callable[..., Any]
 ) -> None:
-    from tests.reviewqueue.test_concurrency import in_threads
-
     services.policy_update(user=None, changes={"capacity": 1000})
     reviewers = [make_user(f"c{i}", "reviewer") for i in range(2)]
     for i in range(10):

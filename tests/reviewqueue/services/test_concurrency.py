@@ -4,36 +4,20 @@ the SQLite file on the embedded defaults)."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.models import CircuitBreakerEntry, ModeChange, QueuePolicy, ReviewItem, Verdict
+from reviewqueue.models import CircuitBreakerEntry, QueuePolicy, ReviewItem, Verdict
+
+from .threads import in_threads
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-def in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run work(i) in ``count`` threads at once; each closes its own connection."""
-    barrier = threading.Barrier(count)
-
-    def run(i: int) -> Any:
-        try:
-            barrier.wait()
-            return work(i)
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(run, range(count)))
 
 
 def seed_items(n: int) -> None:
@@ -133,26 +117,3 @@ def test_every_item_is_in_exactly_one_state_after_mixed_concurrent_work(make_use
     assert set(statuses) <= {"pending", "claimed", "approved", "shed"}
     assert statuses["approved"] == Verdict.objects.count()
     assert statuses["pending"] + statuses["claimed"] <= 30
-
-
-def test_admission_outside_a_transaction_keeps_every_rule(db: None) -> None:
-    """The path producers take (no enclosing transaction; on PostgreSQL the
-    pipelined one) admits, turns draft, sheds and refuses duplicates exactly
-    as the policy says."""
-    services.policy_update(user=None, changes={"capacity": 5})  # high watermark at depth 4
-    outcomes = [
-        services.admit(
-            idempotency_key=f"p{i}", task_description="t", final_output="o", cutoff_reason="stuck", priority=i
-        )
-        for i in range(7)
-    ]
-    assert [o.outcome for o in outcomes] == ["enqueued"] * 7
-    assert [o.mode for o in outcomes] == ["normal"] * 4 + ["shedding"] * 3
-    assert outcomes[0].item.pk == ReviewItem.objects.get(idempotency_key="p0").pk
-    again = services.admit(idempotency_key="p3", task_description="t", final_output="x", cutoff_reason="stuck")
-    assert again.outcome == "duplicate" and again.item.pk == outcomes[3].item.pk
-    assert list(ReviewItem.objects.filter(status="shed").values_list("idempotency_key", flat=True).order_by("pk")) == [
-        "p0",
-        "p1",
-    ]
-    assert [(m.previous, m.mode) for m in ModeChange.objects.order_by("pk")] == [("normal", "shedding")]

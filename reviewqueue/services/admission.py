@@ -1,0 +1,322 @@
+"""Admission: a produced output arrives and is enqueued, shed, filtered, or
+recognised as a duplicate (ARCHITECTURE.md rule 7).
+
+``admit`` checks and cleans the output, then takes one of two paths. On
+PostgreSQL outside a transaction, ``admission_pg`` tries a single statement
+that locks the policy row only for its own UPDATE. Otherwise, and whenever
+that path hands over, the general path here locks the policy row
+(``QueuePolicy.locked_for_admission``) for the whole decision: the duplicate
+check, the filter gates, shedding and the depth/mode change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.utils import timezone
+
+from .. import policy
+from ..models import CircuitBreakerEntry, CutoffReason, FilterRule, QueuePolicy, ReviewItem
+from . import admission_pg
+from .cleaning import clean_text, short_text
+from .depth import set_state
+from .errors import InvalidInput
+from .outcomes import AdmitResult
+
+log = logging.getLogger("reviewqueue.services")
+_CUTOFF_REASONS = frozenset(CutoffReason.values)
+_LABELS = frozenset(ReviewItem.Label.values)
+
+
+def admit(
+    *,
+    idempotency_key: str,
+    task_description: str | bytes,
+    final_output: str | bytes,
+    cutoff_reason: str,
+    last_error: str | bytes = "",
+    attempt_count: int = 0,
+    label: str = ReviewItem.Label.UNVERIFIED,
+    draft: bool = False,
+    priority: int = 1,
+    task_id: str = "",
+    task_kind: str = "",
+    source_run_id: str = "",
+    producer: str = "",
+    reviewed_attempt: int = 0,
+    checks_passed: int | None = None,
+    checks_total: int | None = None,
+    failing_checks: Sequence[Mapping[str, Any]] = (),
+    reviewed_score: float | None = None,
+    now: datetime | None = None,
+) -> AdmitResult:
+    """Admit one produced output to the queue under the watermark policy.
+
+    ``reviewed_attempt`` says which attempt the output is (a loop hands over
+    its best, not always its last), ``checks_passed`` of ``checks_total`` its
+    grade, and ``failing_checks`` (``{"id", "about"}``) the hidden checks it
+    fails with the reviewer's description of each; for a scored task,
+    ``reviewed_score`` is the stop rule's estimate of that attempt's quality.
+
+    Safe to repeat: a second call with the same ``idempotency_key`` from the
+    same ``producer`` changes nothing and answers "duplicate" with the first
+    call's item; keys are unique per producer, so another producer's equal key
+    is a different item. At capacity the
+    lowest-priority waiting item (the incoming one included) is shed and
+    written to the circuit-breaker log; nothing is ever deleted.
+    """
+    key = _checked_key(idempotency_key)
+    _check_choices(cutoff_reason, label, priority, attempt_count)
+    grade = _checked_grade(attempt_count, reviewed_attempt, checks_passed, checks_total, failing_checks, reviewed_score)
+    texts = _cleaned_texts(task_description, final_output, last_error)
+    now = now or timezone.now()
+    item = ReviewItem(
+        idempotency_key=key,
+        task_id=short_text(task_id, 200),
+        task_kind=short_text(task_kind, 20),
+        attempt_count=attempt_count,
+        cutoff_reason=cutoff_reason,
+        label=label,
+        draft=draft,
+        priority=priority,
+        source_run_id=short_text(source_run_id, 200),
+        producer=short_text(producer, 100),
+        created_at=now,
+        **texts,
+        **grade,
+    )
+    return _admit_item(item, now)
+
+
+# --- checking and cleaning the payload --------------------------------------------------
+
+
+def _checked_key(idempotency_key: str) -> str:
+    """The idempotency key, stripped; refused if empty, too long or unprintable."""
+    key = (idempotency_key or "").strip()
+    if not key or len(key) > 200:
+        raise InvalidInput("idempotency_key", "is required, at most 200 characters")
+    if not key.isprintable():
+        raise InvalidInput("idempotency_key", "must be printable text (no control characters)")
+    return key
+
+
+def _check_choices(cutoff_reason: str, label: str, priority: int, attempt_count: int) -> None:
+    """Refuse an unknown cutoff reason or label, or a priority or attempt count
+    out of range, naming the field."""
+    if cutoff_reason not in _CUTOFF_REASONS:
+        raise InvalidInput("cutoff_reason", f"must be one of {', '.join(CutoffReason.values)}")
+    if label not in _LABELS:
+        raise InvalidInput("label", f"must be one of {', '.join(ReviewItem.Label.values)}")
+    if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
+        raise InvalidInput("priority", "must be an integer in [-1000, 1000]")
+    if not isinstance(attempt_count, int) or isinstance(attempt_count, bool) or not 0 <= attempt_count <= 10_000:
+        raise InvalidInput("attempt_count", "must be an integer in [0, 10000]")
+
+
+def _checked_grade(
+    attempt_count: int,
+    reviewed_attempt: int,
+    checks_passed: int | None,
+    checks_total: int | None,
+    failing_checks: object,
+    reviewed_score: float | None,
+) -> dict[str, Any]:
+    """The reviewed attempt and its grade as item fields, checked."""
+    failing = _clean_grade(attempt_count, reviewed_attempt, checks_passed, checks_total, failing_checks)
+    if reviewed_score is not None and (
+        not isinstance(reviewed_score, int | float) or isinstance(reviewed_score, bool) or not 0 <= reviewed_score <= 1
+    ):
+        raise InvalidInput("reviewed_score", "must be a number in [0, 1]")
+    return {
+        "reviewed_attempt": reviewed_attempt,
+        "checks_passed": checks_passed,
+        "checks_total": checks_total,
+        "failing_checks": failing,
+        "reviewed_score": None if reviewed_score is None else float(reviewed_score),
+    }
+
+
+def _is_count(value: object, top: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= top
+
+
+def _clean_grade(
+    attempt_count: int,
+    reviewed_attempt: object,
+    checks_passed: object,
+    checks_total: object,
+    failing_checks: object,
+) -> str:
+    """Check the reviewed attempt's grade; its failing checks as stored JSON text."""
+    if not _is_count(reviewed_attempt, 10_000) or (attempt_count and reviewed_attempt > attempt_count):  # type: ignore[operator]
+        raise InvalidInput("reviewed_attempt", "must be an integer in [0, attempt_count]")
+    if (checks_passed is None) != (checks_total is None):
+        raise InvalidInput("checks_passed", "give checks_passed and checks_total together, or neither")
+    if checks_total is not None:
+        if not _is_count(checks_total, 10_000) or checks_total == 0:
+            raise InvalidInput("checks_total", "must be an integer in [1, 10000]")
+        if not _is_count(checks_passed, checks_total):  # type: ignore[arg-type]
+            raise InvalidInput("checks_passed", "must be an integer in [0, checks_total]")
+    if isinstance(failing_checks, (str, bytes)) or not isinstance(failing_checks, Sequence):
+        raise InvalidInput("failing_checks", "must be a list of {id, about}")
+    if len(failing_checks) > 1000:
+        raise InvalidInput("failing_checks", "at most 1000 checks")
+    cleaned = []
+    for check in failing_checks:
+        if not isinstance(check, Mapping) or not isinstance(check.get("id"), str) or not check["id"].strip():
+            raise InvalidInput("failing_checks", "each entry needs an id (text)")
+        about = check.get("about") or ""
+        if not isinstance(about, str):
+            raise InvalidInput("failing_checks", f"about of {check['id'][:50]!r} must be text")
+        cleaned.append({"id": clean_text(check["id"], limit=200)[0], "about": clean_text(about, limit=200)[0]})
+    return json.dumps(cleaned) if cleaned else ""
+
+
+def _cleaned_texts(task_description: str | bytes, final_output: str | bytes, last_error: str | bytes) -> dict[str, Any]:
+    """The long text fields as item fields, cleaned and cut at their limits;
+    refused without a task description."""
+    limit = settings.REVIEWQUEUE_MAX_OUTPUT_CHARS
+    description, _ = clean_text(task_description, limit=limit)
+    if not description.strip():
+        raise InvalidInput("task_description", "is required")
+    output, truncated = clean_text(final_output, limit=limit)
+    error, _ = clean_text(last_error, limit=20_000)
+    return {"task_description": description, "final_output": output, "output_truncated": truncated, "last_error": error}
+
+
+# --- the two paths ----------------------------------------------------------------------
+
+
+def _admit_item(item: ReviewItem, now: datetime) -> AdmitResult:
+    """Admit a checked, unsaved item: in one statement where PostgreSQL allows
+    it and the policy's decision is a plain enqueue, else on the general path."""
+    db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: the proxy costs a lookup per attribute
+    if db.vendor == "postgresql" and not db.in_atomic_block:
+        fast = admission_pg.admit_one_statement(db, item, now)
+        if fast is not None:
+            return fast
+    return _admit_locked(item, now)
+
+
+def _admit_locked(item: ReviewItem, now: datetime) -> AdmitResult:
+    """The general path, under the policy row's lock: answer a duplicate with
+    the first item, filter output an enabled gate fails, else let the policy
+    plan the admission."""
+    with transaction.atomic():
+        queue, existing_pk, gates_enabled = QueuePolicy.locked_for_admission(item.producer, item.idempotency_key)
+        depth = queue.depth
+        admission_pg.remember(queue, gates_enabled)
+        if existing_pk is not None:
+            existing = ReviewItem.objects.get(pk=existing_pk)
+            return AdmitResult("duplicate", existing, queue.mode, depth=depth)
+
+        failures = _run_filter_gates(item.final_output) if gates_enabled else []
+        if failures:
+            item.status = ReviewItem.Status.FILTERED
+            item.filter_reason = "; ".join(failures)
+            item.decided_at = now
+            item.save()
+            return AdmitResult("filtered", item, queue.mode, depth=depth)
+
+        result = _plan_and_apply(queue, item, now)
+        admission_pg.remember(queue, gates_enabled)
+        return result
+
+
+def _plan_and_apply(queue: QueuePolicy, item: ReviewItem, now: datetime) -> AdmitResult:
+    """Enqueue or shed under the policy's plan, log any shedding, and store the
+    new depth and mode. The caller holds the policy row's lock."""
+    depth = queue.depth
+    lowest = _shedding_candidate(queue)
+    incoming = policy.Candidate(priority=item.priority, arrived=now.timestamp(), key=None)
+    plan = policy.plan_admission(
+        mode=policy.Mode(queue.mode),
+        depth=depth,
+        marks=queue.watermarks(),
+        incoming=incoming,
+        sheddable=[lowest.candidate()] if lowest else [],
+    )
+    shed_item: ReviewItem | None = None
+    if plan.enqueue:
+        item.save()
+        if plan.shed is not None:
+            assert lowest is not None
+            shed_item = _shed_waiting(lowest, displaced_by=item, queue=queue, now=now)
+        outcome = "enqueued"
+    else:
+        shed_item = _shed_incoming(item, queue=queue, now=now)
+        outcome = "shed"
+    if shed_item is not None:
+        log.warning(
+            "item shed at capacity",
+            extra={"item": shed_item.pk, "priority": shed_item.priority, "depth": depth, "incoming": outcome == "shed"},
+        )
+    set_state(queue, plan.mode, plan.depth, now)
+    return AdmitResult(outcome, item, queue.mode, shed_item=shed_item, depth=plan.depth)
+
+
+def _shedding_candidate(queue: QueuePolicy) -> ReviewItem | None:
+    """The lowest-priority pending item, fetched only at capacity."""
+    # The shedding candidate matters only at capacity (plan_admission reads
+    # it nowhere else); below it, skip the query. Its text columns can be
+    # megabytes and are never needed to choose: fetch the ordering fields only.
+    if queue.depth < queue.capacity:
+        return None
+    return (
+        ReviewItem.objects.filter(status=ReviewItem.Status.PENDING)
+        .order_by("priority", "created_at", "pk")
+        .only("pk", "priority", "created_at")
+        .first()
+    )
+
+
+def _shed_waiting(lowest: ReviewItem, *, displaced_by: ReviewItem, queue: QueuePolicy, now: datetime) -> ReviewItem:
+    """Shed a waiting item for the arrival; logged in the circuit-breaker log."""
+    ReviewItem.objects.filter(pk=lowest.pk).update(status=ReviewItem.Status.SHED, shed_at=now)
+    lowest.refresh_from_db()
+    CircuitBreakerEntry.objects.create(
+        item=lowest,
+        priority=lowest.priority,
+        depth=queue.depth,
+        capacity=queue.capacity,
+        incoming=False,
+        displaced_by=displaced_by,
+        created_at=now,
+    )
+    return lowest
+
+
+def _shed_incoming(item: ReviewItem, *, queue: QueuePolicy, now: datetime) -> ReviewItem:
+    """Keep the arrival as shed (nothing is deleted); logged in the circuit-breaker log."""
+    item.status = ReviewItem.Status.SHED
+    item.shed_at = now
+    item.save()
+    CircuitBreakerEntry.objects.create(
+        item=item, priority=item.priority, depth=queue.depth, capacity=queue.capacity, incoming=True, created_at=now
+    )
+    return item
+
+
+# --- filter gates -----------------------------------------------------------------------
+
+
+def enabled_gates() -> list[str]:
+    """The gates of the enabled filter rules."""
+    return list(FilterRule.objects.filter(status=FilterRule.Status.ENABLED).values_list("gate", flat=True))
+
+
+def _run_filter_gates(output: str) -> list[str]:
+    """The enabled gates' failures for this output; empty when it passes."""
+    gates = enabled_gates()
+    if not gates:
+        return []
+    from loops.gates import run_gates  # loops is pure; imported late to keep start-up light
+
+    return run_gates(output, gates)

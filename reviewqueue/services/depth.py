@@ -1,0 +1,55 @@
+"""The queue's kept depth and mode, stored on the policy row.
+
+The policy row is the queue's lock (``QueuePolicy.locked()``). ``set_state``
+and ``after_depth_change`` expect the caller to hold it; ``reconcile_depth``
+takes it itself. ``queue_depth`` counts without a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from .. import policy
+from ..models import ModeChange, QueuePolicy, ReviewItem
+
+log = logging.getLogger("reviewqueue.services")
+
+
+def queue_depth() -> int:
+    """The waiting items, counted (the kept depth is ``QueuePolicy.depth``)."""
+    return ReviewItem.objects.filter(status__in=ReviewItem.WAITING).count()
+
+
+def set_state(queue: QueuePolicy, mode: policy.Mode, depth: int, now: datetime) -> None:
+    """Store the queue's new depth and mode on the locked policy row; a mode
+    change is also written to the mode history."""
+    if queue.mode != mode.value:
+        ModeChange.objects.create(previous=queue.mode, mode=mode.value, depth=depth, created_at=now)
+        log.info("queue mode changed", extra={"previous": queue.mode, "mode": mode.value, "depth": depth})
+    if (queue.mode, queue.depth) != (mode.value, depth):
+        queue.mode, queue.depth = mode.value, depth
+        queue.save(update_fields=["mode", "depth", "updated_at"])
+
+
+def after_depth_change(queue: QueuePolicy, depth: int, now: datetime) -> None:
+    """A verdict or an undo moved the depth: the watermarks may move the mode."""
+    set_state(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, now)
+
+
+def reconcile_depth(*, now: datetime | None = None) -> int:
+    """Recount the waiting items under the policy lock and store the count
+    (and the mode it implies) if the kept depth drifted, e.g. after rows were
+    changed outside the services (the admin, bulk loads). Returns the drift.
+    Safe to repeat; the depth sampler runs it every few seconds."""
+    with transaction.atomic():
+        queue = QueuePolicy.locked()
+        actual = queue_depth()
+        drift = actual - queue.depth
+        if drift:
+            log.warning("queue depth reconciled", extra={"kept": queue.depth, "counted": actual})
+            after_depth_change(queue, actual, now or timezone.now())
+        return drift

@@ -1,0 +1,47 @@
+"""What a queue operation answers when it cannot be done.
+
+Every service raises a QueueError (or a subclass) with a stable ``code`` that
+the API and the pages show; none of these takes a lock or touches a row.
+"""
+
+from __future__ import annotations
+
+
+class QueueError(Exception):
+    """A queue operation that cannot be done; ``code`` is stable for APIs and UIs."""
+
+    code = "queue_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(QueueError):
+    code = "invalid"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class NotLeaseHolder(QueueError):
+    code = "not_lease_holder"
+
+
+class LeaseExpired(QueueError):
+    code = "lease_expired"
+
+
+class AlreadyDecided(QueueError):
+    code = "already_decided"
+
+
+class NothingToUndo(QueueError):
+    code = "nothing_to_undo"
+
+
+class UnknownGate(QueueError):
+    """A filter rule whose gate this version does not know: it cannot be enabled."""
+
+    code = "unknown_gate"

@@ -1,0 +1,130 @@
+"""Leases: a reviewer claims an item for a while, renews, or gives it back.
+
+``claim`` locks the chosen item row (``SELECT ... FOR UPDATE SKIP LOCKED`` on
+PostgreSQL; a conditional update elsewhere); ``release`` and ``renew`` lock
+the held item's row. None of them takes the policy row's lock: a lease moves
+no item in or out of the waiting set, so the kept depth does not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime, timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ..models import QueuePolicy, ReviewItem
+from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
+
+
+def expire_leases(*, now: datetime | None = None) -> int:
+    """Put items whose lease ran out back in the queue. Safe to repeat."""
+    now = now or timezone.now()
+    return ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now).update(
+        status=ReviewItem.Status.PENDING,
+        lease_holder=None,
+        lease_expires_at=None,
+        lease_expiries=F("lease_expiries") + 1,
+    )
+
+
+def current_claim(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem | None:
+    """The item the reviewer holds under a live lease, if any. Reads only."""
+    now = now or timezone.now()
+    return (
+        ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now)
+        .order_by("claimed_at")
+        .first()
+    )
+
+
+def claim(
+    *, reviewer: AbstractBaseUser, exclude: Collection[int] = (), now: datetime | None = None
+) -> ReviewItem | None:
+    """The reviewer's next item under a lease: the one they already hold, else
+    the next pending item by priority then age, passing over ``exclude`` (items
+    the reviewer skipped). None when nothing is left to claim.
+
+    Two reviewers never get the same item: PostgreSQL skips rows another
+    transaction has locked; elsewhere a conditional update decides the race.
+    Safe to repeat: a reviewer holding a live lease gets the same item back.
+    """
+    now = now or timezone.now()
+    held = current_claim(reviewer=reviewer, now=now)
+    if held is not None:
+        return held
+    expire_leases(now=now)
+    lease = timedelta(seconds=QueuePolicy.current().lease_seconds)
+    pending = ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).order_by("-priority", "created_at", "pk")
+    if exclude:
+        pending = pending.exclude(pk__in=list(exclude))
+    claimed_fields = {
+        "status": ReviewItem.Status.CLAIMED,
+        "lease_holder": reviewer,
+        "lease_expires_at": now + lease,
+        "claimed_at": now,
+        "updated_at": now,
+    }
+    if connection.features.has_select_for_update_skip_locked:
+        with transaction.atomic():
+            item = pending.select_for_update(skip_locked=True).first()
+            if item is None:
+                return None
+            for name, value in claimed_fields.items():
+                setattr(item, name, value)
+            item.save(update_fields=list(claimed_fields))
+            return item
+    for _ in range(50):
+        pk = pending.values_list("pk", flat=True).first()
+        if pk is None:
+            return None
+        won = ReviewItem.objects.filter(pk=pk, status=ReviewItem.Status.PENDING).update(**claimed_fields)
+        if won == 1:
+            return ReviewItem.objects.get(pk=pk)
+    return None
+
+
+def held_item(item_id: int, reviewer: AbstractBaseUser, now: datetime) -> ReviewItem:
+    """The item under a row lock, checked to be under this reviewer's live lease."""
+    try:
+        item = ReviewItem.objects.select_for_update().get(pk=item_id)
+    except ReviewItem.DoesNotExist:
+        raise QueueError(f"item {item_id} does not exist") from None
+    if item.status in ReviewItem.DECIDED:
+        raise AlreadyDecided(f"item {item_id} was already decided ({item.status})")
+    if item.status == ReviewItem.Status.SHED:
+        raise QueueError(f"item {item_id} was shed from the queue")
+    if item.status != ReviewItem.Status.CLAIMED or item.lease_holder_id != reviewer.pk:
+        if item.lease_expiries:
+            # The late holder of a lease that ran out and was swept back.
+            raise LeaseExpired(f"the lease on item {item_id} expired; it went back to the queue")
+        raise NotLeaseHolder(f"item {item_id} is not claimed by you")
+    if item.lease_expires_at is None or item.lease_expires_at < now:
+        raise LeaseExpired(f"your lease on item {item_id} expired")
+    return item
+
+
+def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
+    """Give a claimed item back to the queue (skip). Only the lease holder may."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        item = held_item(item_id, reviewer, now)
+        item.status = ReviewItem.Status.PENDING
+        item.lease_holder = None
+        item.lease_expires_at = None
+        item.save(update_fields=["status", "lease_holder", "lease_expires_at", "updated_at"])
+        return item
+
+
+def renew(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
+    """Extend the holder's live lease by the policy's lease length. Safe to repeat."""
+    now = now or timezone.now()
+    lease = timedelta(seconds=QueuePolicy.current().lease_seconds)
+    with transaction.atomic():
+        item = held_item(item_id, reviewer, now)
+        item.lease_expires_at = now + lease
+        item.save(update_fields=["lease_expires_at", "updated_at"])
+        return item

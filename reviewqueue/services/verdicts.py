@@ -1,0 +1,155 @@
+"""Verdicts: a reviewer approves or rejects the item they hold, or takes their
+last verdict back; each verdict tunes the loops (ARCHITECTURE.md rule 8).
+
+``decide`` and ``undo`` lock the policy row first (``QueuePolicy.locked()``),
+then the item's row, so the verdict, the label counts, the step-limit tuner
+and the queue's depth and mode move in one transaction, serialised with
+admissions.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .. import policy
+from ..models import FilterRule, LabelCount, QueuePolicy, ReasonLabel, ReviewItem, StepLimitChange, Verdict
+from .cleaning import clean_text
+from .depth import after_depth_change
+from .errors import AlreadyDecided, InvalidInput, NothingToUndo
+from .leases import held_item
+
+log = logging.getLogger("reviewqueue.services")
+
+
+def decide(
+    *,
+    item_id: int,
+    reviewer: AbstractBaseUser,
+    approve: bool,
+    reason_label: str = "",
+    note: str = "",
+    now: datetime | None = None,
+) -> Verdict:
+    """Record a verdict on an item the reviewer holds under a live lease.
+
+    Only once: a second call raises AlreadyDecided and changes nothing. The
+    step-limit tuner, the label counts and the queue mode move in the same
+    transaction as the verdict.
+    """
+    now = now or timezone.now()
+    if not approve and reason_label not in ReasonLabel.values:
+        raise InvalidInput("reason_label", f"a rejection needs one of {', '.join(ReasonLabel.values)}")
+    note_text, _ = clean_text(note, limit=5_000)
+    with transaction.atomic():
+        queue = QueuePolicy.locked()
+        item = held_item(item_id, reviewer, now)
+        try:
+            with transaction.atomic():
+                verdict = Verdict.objects.create(
+                    item=item,
+                    reviewer=reviewer,
+                    decision=Verdict.Decision.APPROVE if approve else Verdict.Decision.REJECT,
+                    reason_label="" if approve else reason_label,
+                    note=note_text,
+                    counts_for_tuner=policy.counts_for_tuner(
+                        sampled=item.label == ReviewItem.Label.SAMPLED, draft=item.draft
+                    ),
+                    created_at=now,
+                )
+        except IntegrityError:
+            raise AlreadyDecided(f"item {item_id} was already decided") from None
+        item.status = ReviewItem.Status.APPROVED if approve else ReviewItem.Status.REJECTED
+        item.decided_at = now
+        item.lease_expires_at = None
+        item.save(update_fields=["status", "decided_at", "lease_expires_at", "updated_at"])
+        if not approve:
+            LabelCount.objects.get_or_create(label=reason_label)
+            LabelCount.objects.filter(label=reason_label).update(count=F("count") + 1)
+            _propose_rules(queue, now)
+        if verdict.counts_for_tuner:
+            _retune(queue, verdict, now)
+        after_depth_change(queue, max(queue.depth - 1, 0), now)  # the item left the waiting set
+        return verdict
+
+
+def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
+    """Take back the reviewer's last verdict if it is younger than the undo
+    window: the item returns to them under a fresh lease, and the label count
+    and any step-limit change that verdict caused are reverted."""
+    now = now or timezone.now()
+    window = timedelta(seconds=settings.REVIEWQUEUE_UNDO_SECONDS)
+    with transaction.atomic():
+        queue = QueuePolicy.locked()
+        verdict = (
+            Verdict.objects.select_for_update()
+            .filter(reviewer=reviewer, created_at__gte=now - window)
+            .order_by("-created_at", "-pk")
+            .first()
+        )
+        if verdict is None:
+            raise NothingToUndo(f"no verdict of yours in the last {window.seconds} seconds to undo")
+        item = verdict.item
+        change = StepLimitChange.objects.filter(verdict=verdict).first()
+        if change is not None and queue.step_limit == change.step_limit:
+            queue.step_limit = change.previous
+            queue.save(update_fields=["step_limit", "updated_at"])
+            change.delete()
+        if verdict.reason_label:
+            LabelCount.objects.filter(label=verdict.reason_label, count__gt=0).update(count=F("count") - 1)
+        verdict.delete()
+        item.status = ReviewItem.Status.CLAIMED
+        item.lease_holder = reviewer
+        item.lease_expires_at = now + timedelta(seconds=queue.lease_seconds)
+        item.decided_at = None
+        item.save(update_fields=["status", "lease_holder", "lease_expires_at", "decided_at", "updated_at"])
+        after_depth_change(queue, queue.depth + 1, now)  # the item is waiting again
+        return item
+
+
+# --- what verdicts feed back into the loops ---------------------------------------------
+
+
+def _tuner_verdicts(window: int) -> list[bool]:
+    """The last ``window`` verdicts that count for the tuner, oldest first, as approvals."""
+    recent = (
+        Verdict.objects.filter(counts_for_tuner=True).order_by("-created_at", "-pk").values_list("decision", flat=True)
+    )[:window]
+    return [decision == Verdict.Decision.APPROVE for decision in reversed(list(recent))]
+
+
+def _retune(queue: QueuePolicy, verdict: Verdict, now: datetime) -> None:
+    """Move the step limit as the tuner says, recording the change against the
+    verdict that caused it (so undo can revert it). The caller holds the lock."""
+    cfg = queue.tuner()
+    verdicts = _tuner_verdicts(cfg.window)
+    new_limit = policy.tune_step_limit(queue.step_limit, verdicts, cfg)
+    if new_limit != queue.step_limit:
+        StepLimitChange.objects.create(
+            previous=queue.step_limit,
+            step_limit=new_limit,
+            approve_rate=policy.approve_rate(verdicts, cfg.window),
+            verdict=verdict,
+            created_at=now,
+        )
+        log.info("step limit tuned", extra={"previous": queue.step_limit, "step_limit": new_limit})
+        queue.step_limit = new_limit
+        queue.save(update_fields=["step_limit", "updated_at"])
+
+
+def _propose_rules(queue: QueuePolicy, now: datetime) -> None:
+    """Propose a filter rule for each rejection label counted past the threshold."""
+    counts = dict(LabelCount.objects.values_list("label", "count"))
+    existing = FilterRule.objects.values_list("label", flat=True)
+    for label in policy.proposed_filter_rules(counts, queue.label_threshold, existing):
+        gate, description = policy.FILTER_GATES[label]
+        FilterRule.objects.create(
+            label=label, gate=gate, description=description, count_at_proposal=counts[label], proposed_at=now
+        )
+        log.info("filter rule proposed", extra={"label": label, "gate": gate})
