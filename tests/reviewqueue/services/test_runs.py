@@ -1,4 +1,6 @@
-"""run_loop called in-process (the real worker is exercised in test_worker.py). Each task runs twice."""
+"""The loop-run service: submitting a run, and running and recording one as
+the run_loop task does (called in-process here; the real worker is exercised
+in test_worker.py). Each task runs twice."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 from loops.tasks import builtin_suite
 from reviewqueue import services
 from reviewqueue.models import LoopRun, QueuePolicy, ReviewItem
-from reviewqueue.tasks import run_loop, submit_loop
+from reviewqueue.services.runs import execute_run, submit_loop
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +19,7 @@ SUITE = {task.id: task for task in builtin_suite()}
 
 
 def run(task_id: str, run_id: str = "r1", **kwargs: Any) -> str:
-    return run_loop(task=SUITE[task_id].to_dict(), run_id=run_id, **kwargs)
+    return execute_run(task=SUITE[task_id].to_dict(), run_id=run_id, **kwargs)
 
 
 def test_it_records_a_repairable_task_as_auto_passed_and_enqueues_nothing() -> None:
@@ -64,12 +66,12 @@ def test_a_rerun_after_an_interrupted_first_pass_adds_no_second_item() -> None:
 def test_it_samples_grey_auto_passes_at_the_configured_rate() -> None:
     grey = {**next(t for t in SUITE.values() if t.kind == "grey").to_dict(), "sampling_rate": None}
     services.policy_update(user=None, changes={"sampling_rate": 1.0})
-    assert run_loop(task=grey, run_id="g1") == "auto_passed"
+    assert execute_run(task=grey, run_id="g1") == "auto_passed"
     item = ReviewItem.objects.get()
     assert item.label == "sampled" and item.cutoff_reason == "sampled"
     assert LoopRun.objects.get().sampled
     services.policy_update(user=None, changes={"sampling_rate": 0.0})
-    run_loop(task=grey, run_id="g2")
+    execute_run(task=grey, run_id="g2")
     assert ReviewItem.objects.count() == 1
 
 
@@ -125,7 +127,7 @@ def test_it_keeps_a_converged_runs_grades_on_the_run() -> None:
 def test_it_hands_a_scored_loops_best_estimate_to_the_queue() -> None:
     scored = {"id": "essay", "description": "Write an essay.", "kind": "grey", "scored": True, "stop_rule": "fixed:99"}
     services.policy_update(user=None, changes={"step_limit": 4})
-    assert run_loop(task=scored, run_id="s1", agent="scored", agent_options={"seed": 1, "sigma": 0.1}) == "enqueued"
+    assert execute_run(task=scored, run_id="s1", agent="scored", agent_options={"seed": 1, "sigma": 0.1}) == "enqueued"
     item = ReviewItem.objects.get()
     loop = LoopRun.objects.get()
     assert item.cutoff_reason in {"step_limit", "regression"} and len(loop.scores) == item.attempt_count
