@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from loops.runner import LoopConfig, LoopResult
     from loops.tasks import Task
 
-log = logging.getLogger(__name__)
+# The logger keeps the name these records have always had: log queries and
+# alerts on "loop failed" or "loop not sent" filter on it.
+log = logging.getLogger("reviewqueue.tasks")
 
 # The registered name of the Celery task that runs one loop; queued messages,
 # routes and worker tests refer to it, so it never changes.
