@@ -19,7 +19,30 @@ SUITE = {task.id: task for task in builtin_suite()}
 
 
 def run(task_id: str, run_id: str = "r1", **kwargs: Any) -> str:
+    """Run a built-in suite task through the service as one delivery of run_loop would."""
     return execute_run(task=SUITE[task_id].to_dict(), run_id=run_id, **kwargs)
+
+
+# --- submitting a run
+
+
+def test_submit_loop_is_idempotent_on_the_run_id(django_capture_on_commit_callbacks: Any) -> None:
+    with django_capture_on_commit_callbacks() as callbacks:
+        submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
+        submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
+    assert LoopRun.objects.count() == 1
+    assert len(callbacks) == 1
+
+
+def test_submit_loop_stores_a_task_with_nul_and_invalid_text_safely() -> None:
+    task = {**SUITE["release_note"].to_dict(), "description": "notes\x00 for \ud800 release"}
+    stored = submit_loop(task=task, run_id="nul")
+    stored.refresh_from_db()
+    assert "\x00" not in stored.task["description"]
+    assert stored.task["description"].startswith("notes")
+
+
+# --- running a loop and recording its outcome
 
 
 def test_it_records_a_repairable_task_as_auto_passed_and_enqueues_nothing() -> None:
@@ -87,22 +110,6 @@ def test_it_records_an_agent_failure_without_an_item() -> None:
     assert run("is_even", agent="no-such-agent") == "failed"
     assert LoopRun.objects.get().error
     assert not ReviewItem.objects.exists()
-
-
-def test_submit_loop_is_idempotent_on_the_run_id(django_capture_on_commit_callbacks: Any) -> None:
-    with django_capture_on_commit_callbacks() as callbacks:
-        submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
-        submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
-    assert LoopRun.objects.count() == 1
-    assert len(callbacks) == 1
-
-
-def test_submit_loop_stores_a_task_with_nul_and_invalid_text_safely() -> None:
-    task = {**SUITE["release_note"].to_dict(), "description": "notes\x00 for \ud800 release"}
-    run = submit_loop(task=task, run_id="nul")
-    run.refresh_from_db()
-    assert "\x00" not in run.task["description"]
-    assert run.task["description"].startswith("notes")
 
 
 def test_it_hands_the_best_attempt_of_a_regressing_loop_to_the_queue_with_its_grade() -> None:
