@@ -6,5 +6,6 @@ class ReviewqueueConfig(AppConfig):
     verbose_name = "Review queue"
 
     def ready(self) -> None:
-        # Bind @shared_task to this project's Celery app whenever Django starts.
-        from . import celery  # noqa: F401
+        # Bind @shared_task to this project's Celery app whenever Django starts,
+        # and register the tasks, which services.runs publishes by name.
+        from . import celery, tasks  # noqa: F401

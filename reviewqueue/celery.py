@@ -1,4 +1,4 @@
-"""The Celery app, wired once; tasks live in reviewqueue/tasks.py."""
+"""The Celery app, wired once; tasks live in the reviewqueue/tasks/ package."""
 
 import os
 

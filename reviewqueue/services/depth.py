@@ -3,20 +3,25 @@
 The policy row is the queue's lock (``QueuePolicy.locked()``). ``set_state``
 and ``after_depth_change`` expect the caller to hold it; ``reconcile_depth``
 takes it itself. ``queue_depth`` counts without a lock.
+
+``record_depth_sample`` (the ``sample_depth`` beat task's work) reconciles
+the kept depth and records the sample the operators' dashboard charts.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from .. import policy
-from ..models import ModeChange, QueuePolicy, ReviewItem
+from ..models import DepthSample, ModeChange, QueuePolicy, ReviewItem
 
 log = logging.getLogger("reviewqueue.services")
+
+DEPTH_RETENTION = timedelta(days=7)
 
 
 def queue_depth() -> int:
@@ -53,3 +58,26 @@ def reconcile_depth(*, now: datetime | None = None) -> int:
             log.warning("queue depth reconciled", extra={"kept": queue.depth, "counted": actual})
             after_depth_change(queue, actual, now or timezone.now())
         return drift
+
+
+def record_depth_sample(*, now: datetime) -> int:
+    """Recount the kept depth, record one depth sample and prune samples past
+    retention. Returns the sampled depth.
+
+    Safe to repeat: a second call only adds one more sample point.
+    """
+    reconcile_depth(now=now)
+    queue = QueuePolicy.current()
+    pending = ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).count()
+    claimed = ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED).count()
+    DepthSample.objects.create(
+        created_at=now,
+        depth=pending + claimed,
+        pending=pending,
+        claimed=claimed,
+        mode=queue.mode,
+        capacity=queue.capacity,
+        step_limit=queue.step_limit,
+    )
+    DepthSample.objects.filter(created_at__lt=now - DEPTH_RETENTION).delete()
+    return pending + claimed

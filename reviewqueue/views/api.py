@@ -229,7 +229,7 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     producer's own."""
     from loops.spec import TaskError
 
-    from ..tasks import BrokerUnavailable, submit_run
+    from ..services.runs import BrokerUnavailable, submit_run
 
     producer = producer_of(_token(request, ApiToken.Scope.TASKS))
     run_id = payload.run_id or f"api-{uuid.uuid4().hex}"

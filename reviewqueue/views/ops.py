@@ -33,8 +33,9 @@ from ..forms import (
     scenario_initial,
 )
 from ..models import CircuitBreakerEntry, FilterRule, PolicyAudit, QueuePolicy, SimulationRun
-from ..ops_tasks import execute_simulation, run_simulation
 from ..policy import FILTER_GATES
+from ..services.simulations import execute_simulation
+from ..tasks.ops import run_simulation
 from .http import HtmxHttpRequest
 
 POLL_SECONDS = 5

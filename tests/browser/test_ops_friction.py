@@ -37,7 +37,7 @@ def _operator_page(new_context: Any, login: Any, width: str) -> Any:
 @pytest.fixture
 def worker_later(monkeypatch: Any) -> list[threading.Thread]:
     """Stands in for the Celery worker: runs a queued simulation in a thread a moment later."""
-    from reviewqueue.ops_tasks import execute_simulation
+    from reviewqueue.services.simulations import execute_simulation
 
     threads: list[threading.Thread] = []
 

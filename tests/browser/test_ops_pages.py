@@ -55,7 +55,7 @@ def busy_queue(admit_item: Any, operator: Any) -> dict[str, int]:
 
     from reviewqueue import services
     from reviewqueue.models import FilterRule, QueuePolicy, SimulationRun
-    from reviewqueue.ops_tasks import execute_simulation
+    from reviewqueue.services.simulations import execute_simulation
     from simulation import PRESETS
 
     services.policy_update(user=operator, changes={"capacity": 4, "step_limit": 6})

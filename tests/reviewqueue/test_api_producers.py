@@ -13,7 +13,7 @@ from django.test import Client
 
 from reviewqueue import services
 from reviewqueue.models import LoopRun, QueuePolicy, ReviewItem
-from reviewqueue.tasks import run_loop
+from reviewqueue.tasks.loops import run_loop
 from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
@@ -71,7 +71,7 @@ def test_two_producers_may_use_the_same_run_id(
     client: Client, producers: dict[str, Any], django_capture_on_commit_callbacks: Any
 ) -> None:
     with (
-        mock.patch("reviewqueue.tasks.run_loop.delay") as delay,
+        mock.patch("reviewqueue.tasks.loops.run_loop.delay") as delay,
         django_capture_on_commit_callbacks(execute=True),
     ):
         first, second = _submit(client, producers["a"], "nightly-1"), _submit(client, producers["b"], "nightly-1")
@@ -82,7 +82,7 @@ def test_two_producers_may_use_the_same_run_id(
 
 
 def test_a_run_answers_only_the_producer_that_submitted_it(client: Client, producers: dict[str, Any]) -> None:
-    with mock.patch("reviewqueue.tasks.run_loop.delay"):
+    with mock.patch("reviewqueue.tasks.loops.run_loop.delay"):
         _submit(client, producers["a"], "mine")
     assert client.get("/api/tasks/mine", headers=producers["a"]).status_code == 200
     other = client.get("/api/tasks/mine", headers=producers["c"])
@@ -129,12 +129,12 @@ def test_a_stale_submitted_run_is_resent_under_its_producer(db: None, settings: 
 
     from django.utils import timezone
 
-    from reviewqueue.tasks import resubmit_stale_runs
+    from reviewqueue.tasks.loops import resubmit_stale_runs
 
     for producer in ("a", ""):
         LoopRun.objects.create(producer=producer, run_id="lost", task_id="hello", task=TASK)
     LoopRun.objects.update(updated_at=timezone.now() - timedelta(seconds=settings.REVIEWQUEUE_STALE_RUN_SECONDS + 1))
-    with mock.patch("reviewqueue.tasks.run_loop.delay") as delay:
+    with mock.patch("reviewqueue.tasks.loops.run_loop.delay") as delay:
         assert resubmit_stale_runs() == 2
     sent = sorted(call.kwargs.get("producer", "") for call in delay.call_args_list)
     assert sent == ["", "a"]  # the operators' run is sent as before, without a producer

@@ -37,7 +37,7 @@ def api_schema(db: None) -> Iterator[Any]:
 @pytest.fixture
 def bearer(db: None) -> Iterator[str]:
     _, plain = issue_token(name="fuzzer", scopes=["outputs", "tasks"])
-    with mock.patch("reviewqueue.tasks.run_loop.delay"):
+    with mock.patch("reviewqueue.tasks.loops.run_loop.delay"):
         yield plain
 
 

@@ -62,7 +62,7 @@ def test_each_endpoint_admits_exactly_the_tokens_with_its_scope(
     client: Client, endpoint: str, scopes: list[str]
 ) -> None:
     _, plain = issue_token(name="p", scopes=scopes)
-    with mock.patch("reviewqueue.tasks.run_loop.delay"):
+    with mock.patch("reviewqueue.tasks.loops.run_loop.delay"):
         response = _call(client, endpoint, plain)
     allowed = not NEEDS[endpoint] or bool(NEEDS[endpoint] & set(scopes))
     if allowed:
@@ -78,7 +78,7 @@ def test_each_endpoint_admits_exactly_the_tokens_with_its_scope(
 
 def test_a_token_without_the_tasks_scope_stores_and_starts_nothing(client: Client) -> None:
     _, plain = issue_token(name="p", scopes=["outputs", "metrics"])
-    with mock.patch("reviewqueue.tasks.run_loop.delay") as delay:
+    with mock.patch("reviewqueue.tasks.loops.run_loop.delay") as delay:
         response = _call(client, "POST /api/tasks", plain)
     assert response.status_code == 403
     assert response.json()["missing_scope"] == "tasks"

@@ -38,7 +38,7 @@ def test_it_records_a_run_and_enqueues_it_after_commit(
     client: Client, auth: dict[str, str], django_capture_on_commit_callbacks: Any
 ) -> None:
     with (
-        mock.patch("reviewqueue.tasks.run_loop.delay") as delay,
+        mock.patch("reviewqueue.tasks.loops.run_loop.delay") as delay,
         django_capture_on_commit_callbacks(execute=True),
     ):
         response = _post(client, {"task": TASK, "run_id": "r-1"}, auth)
@@ -54,7 +54,7 @@ def test_it_starts_nothing_when_the_run_id_repeats(
     client: Client, auth: dict[str, str], django_capture_on_commit_callbacks: Any
 ) -> None:
     with (
-        mock.patch("reviewqueue.tasks.run_loop.delay") as delay,
+        mock.patch("reviewqueue.tasks.loops.run_loop.delay") as delay,
         django_capture_on_commit_callbacks(execute=True),
     ):
         _post(client, {"task": TASK, "run_id": "r-2"}, auth)

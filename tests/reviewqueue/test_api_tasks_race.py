@@ -46,7 +46,7 @@ def _race(headers: list[dict[str, str]], run_id: str) -> tuple[list[Any], list[d
             connections.close_all()
 
     with (
-        mock.patch("reviewqueue.tasks.run_loop.delay", side_effect=publish),
+        mock.patch("reviewqueue.tasks.loops.run_loop.delay", side_effect=publish),
         ThreadPoolExecutor(max_workers=len(headers)) as pool,
     ):
         responses = list(pool.map(post, range(len(headers))))

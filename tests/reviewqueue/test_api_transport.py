@@ -44,7 +44,7 @@ def headers(db: None) -> dict[str, str]:
 
 
 def _post(client: Client, url: str, body: str | bytes, headers: dict[str, str]) -> Any:
-    with mock.patch("reviewqueue.tasks.run_loop.delay"):
+    with mock.patch("reviewqueue.tasks.loops.run_loop.delay"):
         return client.post(url, body, content_type="application/json", headers=headers)
 
 

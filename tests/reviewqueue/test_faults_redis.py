@@ -20,7 +20,7 @@ from django.db import connection
 from django.test import Client
 
 from reviewqueue.models import LoopRun, ReviewItem
-from reviewqueue.tasks import PUBLISH_FAILED, BrokerUnavailable, submit_loop
+from reviewqueue.services.runs import PUBLISH_FAILED, BrokerUnavailable, submit_loop
 
 from .worker_helpers import SUITE, Workers, finished, private_redis, publishing_to, resubmit_stale, wait_for
 

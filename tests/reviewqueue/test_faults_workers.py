@@ -21,7 +21,7 @@ import pytest
 from django.db.models import Count, Sum
 
 from reviewqueue.models import LoopRun, ReviewItem
-from reviewqueue.tasks import submit_loop
+from reviewqueue.services.runs import submit_loop
 
 from .worker_helpers import (
     SUITE,

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from reviewqueue import services
 from reviewqueue.models import ModeChange, QueuePolicy
-from reviewqueue.ops_tasks import sample_depth
+from reviewqueue.tasks.ops import sample_depth
 
 pytestmark = pytest.mark.django_db
 

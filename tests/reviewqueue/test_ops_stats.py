@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from reviewqueue import services, stats
 from reviewqueue.models import DepthSample, ModeChange, QueuePolicy
-from reviewqueue.ops_tasks import sample_depth
+from reviewqueue.tasks.ops import sample_depth
 
 pytestmark = pytest.mark.django_db
 

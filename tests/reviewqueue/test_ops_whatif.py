@@ -12,7 +12,8 @@ from django.test import Client
 from django.urls import reverse
 
 from reviewqueue.models import SimulationRun
-from reviewqueue.ops_tasks import execute_simulation, run_simulation
+from reviewqueue.services.simulations import execute_simulation
+from reviewqueue.tasks.ops import run_simulation
 from simulation import PRESETS, run_replications
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from reviewqueue.forms import MAX_SIMULATION_EVENTS, simulation_events
 from reviewqueue.models import SimulationRun
-from reviewqueue.ops_tasks import execute_simulation
+from reviewqueue.services.simulations import execute_simulation
 from simulation import PRESET_DESCRIPTIONS
 
 from .test_ops_whatif import _preset_form

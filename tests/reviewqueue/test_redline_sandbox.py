@@ -13,7 +13,7 @@ from django.test import Client
 
 from loops import sandbox
 from reviewqueue.models import LoopRun
-from reviewqueue.tasks import run_loop
+from reviewqueue.tasks.loops import run_loop
 from reviewqueue.tokens import issue_token
 
 from .worker_helpers import Workers, finished, publishing_to, wait_for

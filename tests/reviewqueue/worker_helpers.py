@@ -223,7 +223,7 @@ def resubmit_stale(broker_url: str, stale_seconds: int = 0) -> int:
         "LOG_LEVEL": "WARNING",
     }
     code = (
-        "import django; django.setup(); from reviewqueue.tasks import resubmit_stale_runs; print(resubmit_stale_runs())"
+        "import django; django.setup(); from reviewqueue.tasks.loops import resubmit_stale_runs; print(resubmit_stale_runs())"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     return int(out.stdout.strip().splitlines()[-1])

@@ -9,7 +9,7 @@ import uuid
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from reviewqueue.tasks import submit_loop
+from reviewqueue.services.runs import submit_loop
 
 
 class Command(BaseCommand):

@@ -1,7 +1,10 @@
-"""Operator-side Celery tasks: the depth sampler and the what-if simulation.
+"""What-if simulations run for operators: claiming a queued run, running the
+SimPy model on its scenario, and storing a chartable result or a readable
+failure.
 
-Registered under ``reviewqueue.tasks.*`` names (tasks.py re-exports this
-module), so the beat schedule and the views refer to stable names.
+The ``run_simulation`` Celery task is a thin entry point into this module;
+the operators' page calls ``execute_simulation`` directly when it runs
+in-process.
 """
 
 from __future__ import annotations
@@ -10,19 +13,17 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db.models import Q
 from django.utils import timezone
 
-from . import services
-from .models import DepthSample, QueuePolicy, ReviewItem, SimulationRun
+from ..models import SimulationRun
 
-log = logging.getLogger(__name__)
+# The logger keeps the name these records have always had: log queries filter on it.
+log = logging.getLogger("reviewqueue.ops_tasks")
 
-__all__ = ["run_simulation", "sample_depth"]
+__all__ = ["SIMULATION_TIME_LIMIT", "execute_simulation", "failure_message", "recommendation"]
 
-DEPTH_RETENTION = timedelta(days=7)
 # A stored result keeps at most this many depth points; longer runs are averaged into buckets.
 MAX_SERIES_POINTS = 2000
 # The recommendation bisects ~30 rates; cap its simulated minutes per rate.
@@ -30,32 +31,8 @@ RECOMMEND_BUDGET_MIN = 20_000
 # ...and its simulated work (minutes x events per minute) over the whole search.
 RECOMMEND_BUDGET_EVENTS = 20_000_000
 RECOMMEND_RATES_TRIED = 35
+# The run_simulation task's hard time limit in seconds (its soft limit is a minute less).
 SIMULATION_TIME_LIMIT = 660
-
-
-@shared_task(name="reviewqueue.tasks.sample_depth", ignore_result=True, soft_time_limit=30, time_limit=60)
-def sample_depth() -> int:
-    """Record one depth sample and prune samples past retention.
-
-    Safe to repeat: a second call only adds one more sample point.
-    Returns the sampled depth.
-    """
-    now = timezone.now()
-    services.reconcile_depth(now=now)
-    queue = QueuePolicy.current()
-    pending = ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).count()
-    claimed = ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED).count()
-    DepthSample.objects.create(
-        created_at=now,
-        depth=pending + claimed,
-        pending=pending,
-        claimed=claimed,
-        mode=queue.mode,
-        capacity=queue.capacity,
-        step_limit=queue.step_limit,
-    )
-    DepthSample.objects.filter(created_at__lt=now - DEPTH_RETENTION).delete()
-    return pending + claimed
 
 
 def _downsample(series: list[float], limit: int = MAX_SERIES_POINTS) -> tuple[list[float], int]:
@@ -130,31 +107,11 @@ def execute_simulation(run_id: int) -> str:
     Safe to repeat: only the call that claims a queued run does the work; any
     other returns the run's status unchanged.
     """
-    from simulation import Scenario, run_replications
-
     if not _claim(run_id):
         return SimulationRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "missing"
-    run = SimulationRun.objects.get(pk=run_id)
-    params: dict[str, Any] = run.params
+    params: dict[str, Any] = SimulationRun.objects.get(pk=run_id).params
     try:
-        scenario = Scenario.from_dict(params["scenario"])
-        replications = int(params.get("replications", 1))
-        seed = int(params.get("seed", 0))
-        target = params.get("target_overflow_pct")
-        total = replications + (1 if target is not None else 0)
-        SimulationRun.objects.filter(pk=run_id).update(progress_total=total)
-
-        def progress(done: int, _total: int) -> None:
-            SimulationRun.objects.filter(pk=run_id).update(progress_done=done)
-
-        # workers=1: in a Celery worker the pool is the parallelism (and its
-        # children may not fork their own); in a web request, forking the
-        # server process would copy its connections.
-        result = run_replications(scenario, replications, seed, progress=progress, workers=1).to_dict()
-        result["depth_series"], result["depth_series_step_min"] = _downsample(result["depth_series"])
-        result["step_limit_trajectory"], _ = _downsample(result["step_limit_trajectory"])
-        if target is not None:
-            result.update(recommendation(scenario, float(target), replications, seed))
+        result, total = _simulate(run_id, params)
     except Exception as exc:  # a bad scenario or a model bug must end the poll, not hang it
         log.exception("what-if simulation failed", extra={"run": run_id})
         SimulationRun.objects.filter(pk=run_id).update(
@@ -170,13 +127,29 @@ def execute_simulation(run_id: int) -> str:
     return SimulationRun.Status.DONE
 
 
-@shared_task(
-    name="reviewqueue.tasks.run_simulation",
-    ignore_result=True,
-    acks_late=True,
-    soft_time_limit=SIMULATION_TIME_LIMIT - 60,
-    time_limit=SIMULATION_TIME_LIMIT,
-)
-def run_simulation(run_id: int) -> str:
-    """Celery entry point for execute_simulation; safe to run twice."""
-    return execute_simulation(run_id)
+def _simulate(run_id: int, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """Run the scenario's replications (and the recommendation, given a
+    target), reporting progress on the run's row; returns the result to
+    store and the number of steps it took. Raises on a bad scenario."""
+    # Imported here: SimPy and numpy load only in a process that simulates.
+    from simulation import Scenario, run_replications
+
+    scenario = Scenario.from_dict(params["scenario"])
+    replications = int(params.get("replications", 1))
+    seed = int(params.get("seed", 0))
+    target = params.get("target_overflow_pct")
+    total = replications + (1 if target is not None else 0)
+    SimulationRun.objects.filter(pk=run_id).update(progress_total=total)
+
+    def progress(done: int, _total: int) -> None:
+        SimulationRun.objects.filter(pk=run_id).update(progress_done=done)
+
+    # workers=1: in a Celery worker the pool is the parallelism (and its
+    # children may not fork their own); in a web request, forking the
+    # server process would copy its connections.
+    result = run_replications(scenario, replications, seed, progress=progress, workers=1).to_dict()
+    result["depth_series"], result["depth_series_step_min"] = _downsample(result["depth_series"])
+    result["step_limit_trajectory"], _ = _downsample(result["step_limit_trajectory"])
+    if target is not None:
+        result.update(recommendation(scenario, float(target), replications, seed))
+    return result, total

@@ -1,4 +1,6 @@
-"""run_loop called in-process (the real worker is exercised in test_worker.py). Each task runs twice."""
+"""The loop-run service: submitting a run, and running and recording one as
+the run_loop task does (called in-process here; the real worker is exercised
+in test_worker.py). Each task runs twice."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 from loops.spec import builtin_suite
 from reviewqueue import services
 from reviewqueue.models import LoopRun, QueuePolicy, ReviewItem
-from reviewqueue.tasks import run_loop, submit_loop
+from reviewqueue.services.runs import execute_run, submit_loop
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +19,30 @@ SUITE = {task.id: task for task in builtin_suite()}
 
 
 def run(task_id: str, run_id: str = "r1", **kwargs: Any) -> str:
-    return run_loop(task=SUITE[task_id].to_dict(), run_id=run_id, **kwargs)
+    """Run a built-in suite task through the service as one delivery of run_loop would."""
+    return execute_run(task=SUITE[task_id].to_dict(), run_id=run_id, **kwargs)
+
+
+# --- submitting a run
+
+
+def test_submit_loop_is_idempotent_on_the_run_id(django_capture_on_commit_callbacks: Any) -> None:
+    with django_capture_on_commit_callbacks() as callbacks:
+        submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
+        submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
+    assert LoopRun.objects.count() == 1
+    assert len(callbacks) == 1
+
+
+def test_submit_loop_stores_a_task_with_nul_and_invalid_text_safely() -> None:
+    task = {**SUITE["release_note"].to_dict(), "description": "notes\x00 for \ud800 release"}
+    stored = submit_loop(task=task, run_id="nul")
+    stored.refresh_from_db()
+    assert "\x00" not in stored.task["description"]
+    assert stored.task["description"].startswith("notes")
+
+
+# --- running a loop and recording its outcome
 
 
 def test_it_records_a_repairable_task_as_auto_passed_and_enqueues_nothing() -> None:
@@ -64,12 +89,12 @@ def test_a_rerun_after_an_interrupted_first_pass_adds_no_second_item() -> None:
 def test_it_samples_grey_auto_passes_at_the_configured_rate() -> None:
     grey = {**next(t for t in SUITE.values() if t.kind == "grey").to_dict(), "sampling_rate": None}
     services.policy_update(user=None, changes={"sampling_rate": 1.0})
-    assert run_loop(task=grey, run_id="g1") == "auto_passed"
+    assert execute_run(task=grey, run_id="g1") == "auto_passed"
     item = ReviewItem.objects.get()
     assert item.label == "sampled" and item.cutoff_reason == "sampled"
     assert LoopRun.objects.get().sampled
     services.policy_update(user=None, changes={"sampling_rate": 0.0})
-    run_loop(task=grey, run_id="g2")
+    execute_run(task=grey, run_id="g2")
     assert ReviewItem.objects.count() == 1
 
 
@@ -85,22 +110,6 @@ def test_it_records_an_agent_failure_without_an_item() -> None:
     assert run("is_even", agent="no-such-agent") == "failed"
     assert LoopRun.objects.get().error
     assert not ReviewItem.objects.exists()
-
-
-def test_submit_loop_is_idempotent_on_the_run_id(django_capture_on_commit_callbacks: Any) -> None:
-    with django_capture_on_commit_callbacks() as callbacks:
-        submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
-        submit_loop(task=SUITE["is_even"].to_dict(), run_id="x")
-    assert LoopRun.objects.count() == 1
-    assert len(callbacks) == 1
-
-
-def test_submit_loop_stores_a_task_with_nul_and_invalid_text_safely() -> None:
-    task = {**SUITE["release_note"].to_dict(), "description": "notes\x00 for \ud800 release"}
-    run = submit_loop(task=task, run_id="nul")
-    run.refresh_from_db()
-    assert "\x00" not in run.task["description"]
-    assert run.task["description"].startswith("notes")
 
 
 def test_it_hands_the_best_attempt_of_a_regressing_loop_to_the_queue_with_its_grade() -> None:
@@ -125,7 +134,7 @@ def test_it_keeps_a_converged_runs_grades_on_the_run() -> None:
 def test_it_hands_a_scored_loops_best_estimate_to_the_queue() -> None:
     scored = {"id": "essay", "description": "Write an essay.", "kind": "grey", "scored": True, "stop_rule": "fixed:99"}
     services.policy_update(user=None, changes={"step_limit": 4})
-    assert run_loop(task=scored, run_id="s1", agent="scored", agent_options={"seed": 1, "sigma": 0.1}) == "enqueued"
+    assert execute_run(task=scored, run_id="s1", agent="scored", agent_options={"seed": 1, "sigma": 0.1}) == "enqueued"
     item = ReviewItem.objects.get()
     loop = LoopRun.objects.get()
     assert item.cutoff_reason in {"step_limit", "regression"} and len(loop.scores) == item.attempt_count

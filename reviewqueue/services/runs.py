@@ -1,0 +1,354 @@
+"""Loop runs: submitting a run, publishing it to a worker, and recording what
+the loop did (auto-passed, sampled for audit, admitted, or failed).
+
+The Celery tasks in ``reviewqueue.tasks`` are thin entry points into this
+module; it never imports them. It publishes ``run_loop`` by looking the task
+up by its stable registered name in the current Celery app's registry
+(``RUN_LOOP_TASK``), so there is no import cycle between services and tasks.
+The registry holds the same task object that ``reviewqueue.tasks.loops``
+defines (the app config imports the tasks package whenever Django starts), so
+eager mode, routes, the publish retry policy and a test's patch of
+``run_loop.delay`` all apply as to a direct call. ``Celery.send_task`` was not
+used: it ignores eager mode, which the benches run in.
+
+Queue state changes go through the services facade (``services.admit``), so
+the locking and repeat-safety stated there hold here too.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from celery import current_app
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from reviewqueue import policy, services
+
+from ..models import LoopRun, QueuePolicy, ReviewItem
+
+if TYPE_CHECKING:
+    from celery import Task as CeleryTask
+
+    from loops.result import LoopResult
+    from loops.runner import LoopConfig
+    from loops.spec import Task
+
+# The logger keeps the name these records have always had: log queries and
+# alerts on "loop failed" or "loop not sent" filter on it.
+log = logging.getLogger("reviewqueue.tasks")
+
+# The registered name of the Celery task that runs one loop; queued messages,
+# routes and worker tests refer to it, so it never changes.
+RUN_LOOP_TASK = "reviewqueue.tasks.run_loop"
+
+# A producer waits only briefly for a broker that is down (Celery's publish
+# retry policy, task_publish_retry_policy). After that submit_loop raises
+# BrokerUnavailable; the committed row is marked, and the producer's own retry
+# with backoff and the same run id (or resubmit_stale_runs, at worst) sends it.
+PUBLISH_FAILED = "publish failed"
+
+
+class BrokerUnavailable(Exception):
+    """The run is recorded but its message could not be sent: retry the same run id."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+def submit_loop(
+    *,
+    task: dict[str, Any],
+    run_id: str,
+    agent: str = "scripted",
+    agent_options: dict | None = None,
+    producer: str = "",
+) -> LoopRun:
+    """submit_run() for callers that need only the run."""
+    return submit_run(task=task, run_id=run_id, agent=agent, agent_options=agent_options, producer=producer)[0]
+
+
+def submit_run(
+    *,
+    task: dict[str, Any],
+    run_id: str,
+    agent: str = "scripted",
+    agent_options: dict | None = None,
+    producer: str = "",
+) -> tuple[LoopRun, bool]:
+    """Record a loop run and enqueue it once the row is committed; returns the
+    run and whether this call created it. Run ids are unique per ``producer``
+    (an API token's name; blank for operators' runs).
+
+    Safe to repeat, concurrently too: the (producer, run id) constraint lets
+    exactly one call create the row and enqueue it; every other call returns
+    the existing row with created False and enqueues nothing, unless the
+    earlier publish failed (broker down), in which case it is sent again.
+    Raises BrokerUnavailable when the broker stays unreachable."""
+    parsed = _parse_task(task)  # TaskError on a bad task, before anything is stored
+    with transaction.atomic():
+        run, created = _record_run(parsed, run_id, agent, agent_options, producer)
+        unsent = (
+            not created
+            and run.outcome == LoopRun.Outcome.RUNNING
+            and run.deliveries == 0
+            and run.error.startswith(PUBLISH_FAILED)
+        )
+        if created or unsent:
+            kwargs = {"task": parsed.to_dict(), "run_id": run_id, "agent": agent, "agent_options": agent_options}
+            if producer:  # only when set: messages stay readable by workers that predate producers
+                kwargs["producer"] = producer
+            transaction.on_commit(lambda: _publish(kwargs, resend=unsent))
+    return run, created
+
+
+def _parse_task(task: dict[str, Any]) -> Task:
+    """The task spec from a message or a request, its text made storable; raises TaskError."""
+    # Imported here, not at the top: the loop engine stays unloaded in
+    # processes that never parse a task (ARCHITECTURE.md, layers).
+    from loops.spec import Task
+
+    return Task.from_dict(services.clean_json(task))
+
+
+def _record_run(
+    parsed: Task, run_id: str, agent: str, agent_options: dict | None, producer: str = ""
+) -> tuple[LoopRun, bool]:
+    """The run's row, created on first sight of (producer, run id), the idempotency key of a loop."""
+    return LoopRun.objects.get_or_create(
+        producer=producer,
+        run_id=run_id,
+        defaults={
+            "task_id": parsed.id,
+            "task_kind": str(parsed.kind),
+            "task": parsed.to_dict(),
+            "agent": agent,
+            "agent_options": agent_options or {},
+        },
+    )
+
+
+def _run_loop_task() -> CeleryTask:
+    """The registered run_loop task, found by name (see the module docstring)."""
+    return current_app.tasks[RUN_LOOP_TASK]
+
+
+def _publish(kwargs: dict[str, Any], *, resend: bool) -> None:
+    """Send run_loop, retrying with backoff while the broker is unreachable;
+    a failure is written on the run so a repeated submit knows to resend."""
+    from kombu.exceptions import OperationalError as BrokerError
+
+    run_id, producer = kwargs["run_id"], kwargs.get("producer", "")
+    try:
+        _run_loop_task().delay(**kwargs)
+    except BrokerError as exc:
+        LoopRun.objects.filter(producer=producer, run_id=run_id, outcome=LoopRun.Outcome.RUNNING, deliveries=0).update(
+            error=f"{PUBLISH_FAILED}: {exc}"[:2000]
+        )
+        log.warning("loop not sent: broker unavailable", extra={"run_id": run_id, "error": str(exc)[:200]})
+        raise BrokerUnavailable(run_id, f"run {run_id} is recorded but the broker is unreachable: {exc}") from exc
+    if resend:
+        LoopRun.objects.filter(producer=producer, run_id=run_id, error__startswith=PUBLISH_FAILED).update(error="")
+
+
+def resubmit_stale_runs() -> int:
+    """Send again every run that has been "running" for longer than any task
+    may take: its message was lost with a killed worker. Safe to repeat:
+    run_loop is idempotent on the run id."""
+    cutoff = timezone.now() - timedelta(seconds=settings.REVIEWQUEUE_STALE_RUN_SECONDS)
+    stale = list(LoopRun.objects.filter(outcome=LoopRun.Outcome.RUNNING, updated_at__lt=cutoff)[:500])
+    for run in stale:
+        LoopRun.objects.filter(pk=run.pk).update(updated_at=timezone.now())
+        extra = {"producer": run.producer} if run.producer else {}
+        _run_loop_task().delay(
+            task=run.task, run_id=run.run_id, agent=run.agent, agent_options=run.agent_options, **extra
+        )
+    if stale:
+        log.warning("resubmitted stale loop runs", extra={"count": len(stale)})
+    return len(stale)
+
+
+def execute_run(
+    *,
+    task: dict[str, Any],
+    run_id: str,
+    agent: str = "scripted",
+    agent_options: dict | None = None,
+    producer: str = "",
+) -> str:
+    """The work of the run_loop task: run one agent loop with the live step
+    limit and mode, then record the outcome: converged -> auto-passed (grey
+    tasks maybe sampled into the queue), cut off -> admit(). Returns the
+    run's outcome.
+
+    Safe to run twice: a finished run answers its recorded outcome; a run cut
+    short by a killed worker runs again, and admit()'s idempotency key (the
+    run id) keeps the second pass from adding a second item.
+    """
+    parsed = _parse_task(task)
+    run, _ = _record_run(parsed, run_id, agent, agent_options, producer)
+    if run.outcome != LoopRun.Outcome.RUNNING:
+        return run.outcome
+    LoopRun.objects.filter(pk=run.pk).update(deliveries=F("deliveries") + 1, updated_at=timezone.now())
+
+    queue = QueuePolicy.current()
+    config = _live_config(queue)
+    result = _run_agent(run, parsed, agent, agent_options, config)
+    if result is None:
+        return LoopRun.Outcome.FAILED
+    return record_finished_run(run, parsed, result, config=config, queue=queue, agent=agent, producer=producer)
+
+
+def _live_config(queue: QueuePolicy) -> LoopConfig:
+    """The loop's limits as the queue sets them now: step limit, draft mode, filter gates."""
+    from loops.runner import LoopConfig
+
+    draft = policy.loop_runs_draft(policy.Mode(queue.mode))
+    return LoopConfig(step_limit=queue.step_limit, draft=draft, gates=tuple(services.enabled_gates()))
+
+
+def _run_agent(
+    run: LoopRun, parsed: Task, agent: str, agent_options: dict | None, config: LoopConfig
+) -> LoopResult | None:
+    """Run the loop; on an agent error or a red line that cannot be sandboxed,
+    mark the run failed (once: only while it is still running) and return None."""
+    from loops.agents import AgentError, make_agent
+    from loops.runner import run_task
+    from loops.sandbox import SandboxUnavailable
+
+    try:
+        return run_task(parsed, make_agent(agent, task=parsed, **(agent_options or {})), config)
+    except SandboxUnavailable as exc:
+        # Fail closed: hidden checks never run unsandboxed unless REDLINE_SANDBOX=none.
+        _mark_failed(run, exc)
+        log.error("loop failed: red line not sandboxed", extra={"run_id": run.run_id, "error": str(exc)[:200]})
+    except AgentError as exc:
+        _mark_failed(run, exc)
+        log.warning("loop failed: agent error", extra={"run_id": run.run_id, "error": str(exc)[:200]})
+    return None
+
+
+def _mark_failed(run: LoopRun, exc: Exception) -> None:
+    """Record a run as failed with its error, unless it has finished already."""
+    LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
+        outcome=LoopRun.Outcome.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
+    )
+
+
+def record_finished_run(
+    run: LoopRun,
+    parsed: Task,
+    result: LoopResult,
+    *,
+    config: LoopConfig,
+    queue: QueuePolicy,
+    agent: str,
+    producer: str,
+) -> str:
+    """Turn a finished loop into its outcome: converged -> auto-passed (a grey
+    task maybe sampled into the queue), cut off -> admit(); then write the
+    outcome on the run. Returns the outcome.
+
+    Safe to repeat: admit() is idempotent on the run id, sampling is seeded by
+    it, and the run is updated only while it is still running."""
+    fields = _item_fields(parsed, result, run.run_id, agent, producer)
+    sampled = False
+    item: ReviewItem | None = None
+    if result.converged:
+        outcome = LoopRun.Outcome.AUTO_PASSED
+        item = _sample_for_audit(parsed, queue, run.run_id, fields)
+        sampled = item is not None
+    else:
+        admitted = services.admit(**fields, cutoff_reason=result.stop_reason, draft=result.draft)
+        item = admitted.item
+        outcome = LoopRun.Outcome(admitted.outcome) if admitted.outcome != "duplicate" else _earlier_outcome(item)
+    _save_outcome(run, result, outcome, config=config, sampled=sampled, item=item)
+    log.info(
+        "loop finished",
+        extra={
+            "run_id": run.run_id,
+            "task": parsed.id,
+            "outcome": outcome,
+            "stop_reason": result.stop_reason,
+            "attempts": result.attempts,
+            "reviewed_attempt": result.reviewed_attempt,
+            "draft": result.draft,
+        },
+    )
+    return outcome
+
+
+def _item_fields(parsed: Task, result: LoopResult, run_id: str, agent: str, producer: str) -> dict[str, Any]:
+    """What admit() is told about a run's output, whichever way it reaches the queue."""
+    from loops.cutoff import cutoff_summary
+
+    # The reviewer sees the best attempt, its grade and its failing checks.
+    summary = cutoff_summary(result)
+    return {
+        "idempotency_key": f"run:{run_id}",
+        "task_description": parsed.description,
+        "final_output": result.final_output,
+        "last_error": result.last_error,
+        "attempt_count": result.attempts,
+        "reviewed_attempt": summary["reviewed_attempt"],
+        "checks_passed": summary["checks_passed"],
+        "checks_total": summary["checks_total"],
+        "failing_checks": summary["failing_checks"],
+        "reviewed_score": summary["reviewed_score"],
+        "priority": parsed.priority,
+        "task_id": parsed.id,
+        "task_kind": str(parsed.kind),
+        "source_run_id": run_id,
+        # A submitted run's item belongs to its producer (its key is unique
+        # only within that producer's keys, as the run id is); operators' runs
+        # are filed under the agent that ran them.
+        "producer": producer or f"loop:{agent}",
+    }
+
+
+def _sample_for_audit(parsed: Task, queue: QueuePolicy, run_id: str, fields: dict[str, Any]) -> ReviewItem | None:
+    """Admit a converged grey task's output as a sampled item at the task's
+    (or else the queue's) sampling rate; None when it is not sampled."""
+    from loops.spec import TaskKind
+
+    rate = parsed.sampling_rate if parsed.sampling_rate is not None else queue.sampling_rate
+    # Seeded by the run id, so a rerun samples the same way.
+    if parsed.kind is TaskKind.GREY and policy.sample_for_audit(random.Random(run_id), rate):
+        return services.admit(**fields, cutoff_reason="sampled", label=ReviewItem.Label.SAMPLED).item
+    return None
+
+
+def _save_outcome(
+    run: LoopRun, result: LoopResult, outcome: str, *, config: LoopConfig, sampled: bool, item: ReviewItem | None
+) -> None:
+    """Write the loop's outcome and figures on the run, if it is still running."""
+    LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
+        outcome=outcome,
+        stop_reason=result.stop_reason,
+        attempts=result.attempts,
+        tokens=result.tokens,
+        grades=list(result.grades),
+        scores=list(result.scores),
+        checks_total=result.checks_total or None,
+        reviewed_attempt=result.reviewed_attempt,
+        step_limit=config.step_limit,
+        draft=result.draft,
+        sampled=sampled,
+        item=item,
+        finished_at=timezone.now(),
+    )
+
+
+def _earlier_outcome(item: ReviewItem) -> str:
+    """What a first, interrupted pass of this run did with its output."""
+    if item.status == ReviewItem.Status.FILTERED:
+        return LoopRun.Outcome.FILTERED
+    if item.shed_entries.filter(incoming=True).exists():
+        return LoopRun.Outcome.SHED
+    return LoopRun.Outcome.ENQUEUED
