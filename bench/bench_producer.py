@@ -192,7 +192,12 @@ def run(args: argparse.Namespace) -> bool:
             port = free_port()
             log_path = os.path.join(tempfile.mkdtemp(prefix="rq-bench-producer-"), "gunicorn.log")
             server = start_server(
-                url, port, log_path, workers=args.workers, conn_max_age=args.conn_max_age, settings_module="bench_settings"
+                url,
+                port,
+                log_path,
+                workers=args.workers,
+                conn_max_age=args.conn_max_age,
+                settings_module="bench_settings",
             )
             try:
                 real, baseline = run_rounds(f"http://127.0.0.1:{port}", token, args)

@@ -5,6 +5,6 @@ project's own, so a real view and its baseline are served by the same server
 under the same settings. Only the benches use this module.
 """
 
-from reviewqueue.settings import *  # noqa: F403
+from reviewqueue.settings import *
 
 ROOT_URLCONF = "bench_urls"

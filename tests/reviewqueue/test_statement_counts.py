@@ -81,7 +81,9 @@ def test_decide_with_the_next_card_sends_no_more_statements_than_today(decide_st
     assert decide_statements <= DECIDE_TODAY[connection.vendor]
 
 
-@pytest.mark.xfail(strict=True, reason="decide + next card sends 24-25 statements today; the lean decide lands with #18 item 2")
+@pytest.mark.xfail(
+    strict=True, reason="decide + next card sends 24-25 statements today; the lean decide lands with #18 item 2"
+)
 def test_decide_with_the_next_card_sends_at_most_twelve_statements(decide_statements: int) -> None:
     assert decide_statements <= DECIDE_GOAL
 
