@@ -1,6 +1,6 @@
 """Many reviewers deciding at once: waits on the policy row and how long it is held.
 
-    .venv/bin/python bench/bench_contention.py [--deciders 16,32] [--items 300] [--sample-ms 5]
+    .venv/bin/python bench/bench_contention.py [--deciders 16,32] [--items 600] [--sample-ms 5]
                                                [--conn-max-age N]
 
 For each level, a fresh gunicorn (2 worker processes, threaded, level / 2
@@ -182,7 +182,10 @@ def run_level(url: str, deciders: int, args: argparse.Namespace, logs: list, lev
     log_path = os.path.join(tempfile.mkdtemp(prefix="rq-bench-contention-"), "gunicorn.log")
     threads = max(1, deciders // 2)
     server = start_server(url, port, log_path, workers=2, threads=threads, conn_max_age=args.conn_max_age)
-    clients = [httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) for _ in range(deciders)]
+    # Threaded gunicorn closes a kept-alive connection idle for 2 s (its --keep-alive
+    # default); a client idle while the others log in must not reuse one it closed.
+    limits = httpx.Limits(keepalive_expiry=1.0)
+    clients = [httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120, limits=limits) for _ in range(deciders)]
     mine = logs[:deciders]
     try:
         headers = [login(client, log.username) for client, log in zip(clients, mine, strict=True)]
@@ -216,7 +219,7 @@ def main() -> None:
     """Each level in turn on one scratch database, then the checks of bench_http."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deciders", default="16,32", help="comma-separated levels")
-    parser.add_argument("--items", type=int, default=300, help="items decided per level")
+    parser.add_argument("--items", type=int, default=600, help="items decided per level")
     parser.add_argument("--sample-ms", type=float, default=5.0)
     parser.add_argument("--database", default="rq_bench_contention")
     parser.add_argument(

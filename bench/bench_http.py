@@ -173,8 +173,19 @@ def decide_once(client: httpx.Client, headers: dict[str, str], log: ClientLog, i
 
 
 def reviewer_loop(client: httpx.Client, headers: dict[str, str], log: ClientLog, start: threading.Barrier) -> None:
-    """Start (one POST /review/next/), then decide whatever card the last answer showed, until none."""
+    """Start (one POST /review/next/), then decide whatever card the last answer showed, until none.
+
+    A transport error ends this client and is counted, so the run fails its checks.
+    """
     start.wait()
+    try:
+        review_until_empty(client, headers, log)
+    except httpx.TransportError as exc:
+        log.errors.append(f"transport error: {exc!r}")
+
+
+def review_until_empty(client: httpx.Client, headers: dict[str, str], log: ClientLog) -> None:
+    """The Start button's request, then one decide per card until the answer is the empty card."""
     response = client.post("/review/next/", headers={**headers, "HX-Trigger": "next-button"})
     item = card_item(response.text) if response.status_code == 200 else None
     if response.status_code != 200:
