@@ -8,18 +8,24 @@ module is imported by its bare name from the script's own directory.
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import psycopg
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
 # A script's sys.path starts at bench/; the project's packages live one level up.
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -80,6 +86,8 @@ def server_env(url: str) -> dict[str, str]:
 def setup_django(url: str) -> None:
     """Point this process's Django at ``url`` and migrate it (quietly)."""
     os.environ.update(server_env(url))
+    # This process reports the deployed connection default, as the servers it starts use it.
+    os.environ.pop("DB_CONN_MAX_AGE", None)
     import django
     from django.core.management import call_command
 
@@ -111,3 +119,99 @@ def median_seconds(fn: Callable[[], object], repeat: int) -> float:
 def ms(seconds: float) -> str:
     """Seconds as a fixed-width millisecond figure."""
     return f"{seconds * 1000:8.2f} ms"
+
+
+def issue_producer_token(name: str, scopes: Sequence[str] = ("outputs",)) -> str:
+    """A producer's bearer token, issued the way an operator issues one; the plain text.
+
+    The one place the benches name where ``issue_token`` lives.
+    """
+    from reviewqueue.tokens import issue_token
+
+    _token, plain = issue_token(name=name, scopes=scopes)
+    return plain
+
+
+def free_port() -> int:
+    """A port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def gunicorn_env(url: str, conn_max_age: int | None, settings_module: str = "reviewqueue.settings") -> dict[str, str]:
+    """The server's environment. ``conn_max_age`` None keeps the settings' deployed default."""
+    env = {**os.environ, **server_env(url), "DJANGO_SETTINGS_MODULE": settings_module}
+    # bench/ on the path too, for the bench-only settings and URLs.
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(BENCH)])
+    env.pop("DB_CONN_MAX_AGE", None)
+    if conn_max_age is not None:
+        env["DB_CONN_MAX_AGE"] = str(conn_max_age)
+    return env
+
+
+def start_server(
+    url: str,
+    port: int,
+    log_path: str,
+    *,
+    workers: int = 2,
+    threads: int = 1,
+    conn_max_age: int | None = None,
+    settings_module: str = "reviewqueue.settings",
+) -> subprocess.Popen[bytes]:
+    """gunicorn on the real WSGI app, in its own process group so it stops as one.
+
+    ``threads`` above 1 uses gunicorn's threaded workers (that many requests
+    in flight per worker process).
+    """
+    env = gunicorn_env(url, conn_max_age, settings_module)
+    gunicorn = os.path.join(os.path.dirname(sys.executable), "gunicorn")
+    argv = [gunicorn, "reviewqueue.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}", "--log-level", "warning"]
+    if threads > 1:
+        argv += ["--threads", str(threads)]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"gunicorn exited early; see {log_path}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health/", timeout=1).status_code < 500:
+                return proc
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    stop_server(proc)
+    raise RuntimeError(f"gunicorn did not answer within 30 s; see {log_path}")
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """Graceful stop of the whole group, then a hard one if it lingers."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def conn_max_age_label(conn_max_age: int | None) -> str:
+    """How a report names the connection setting in force."""
+    if conn_max_age is None:
+        from django.conf import settings
+
+        return f"DB_CONN_MAX_AGE={settings.DATABASES['default']['CONN_MAX_AGE']} (settings' default)"
+    return f"DB_CONN_MAX_AGE={conn_max_age}"
+
+
+def print_rounds(label_a: str, rates_a: Sequence[float], label_b: str, rates_b: Sequence[float], unit: str) -> float:
+    """Each interleaved round's rates, their medians and the ratio of medians (a / b)."""
+    for n, (a, b) in enumerate(zip(rates_a, rates_b, strict=True), start=1):
+        print(f"  round {n:2d}   {label_a} {a:8.1f} {unit}   {label_b} {b:8.1f} {unit}   ratio {a / b:5.2f}")
+    med_a, med_b = statistics.median(rates_a), statistics.median(rates_b)
+    ratio = med_a / med_b
+    print(f"  median     {label_a} {med_a:8.1f} {unit}   {label_b} {med_b:8.1f} {unit}   ratio {ratio:5.2f}")
+    return ratio

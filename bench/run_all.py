@@ -28,9 +28,42 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
     return [
         ("admit vs raw INSERT", [py, str(BENCH / "bench_admit.py"), "--n", str(args.admit_n)], 120),
         (
-            "claim + decide over HTTP",
-            [py, str(BENCH / "bench_http.py"), "--items", str(args.http_items), "--clients", "16", "--workers", "2"],
+            "reviewer over HTTP vs base",
+            [
+                py,
+                str(BENCH / "bench_http.py"),
+                "--items",
+                str(args.http_items),
+                "--rounds",
+                str(args.http_rounds),
+                "--clients",
+                "16",
+                "--workers",
+                "2",
+            ],
             240,
+        ),
+        (
+            "producer over HTTP vs base",
+            [
+                py,
+                str(BENCH / "bench_producer.py"),
+                "--per-round",
+                str(args.producer_per_round),
+                "--rounds",
+                str(args.http_rounds),
+            ],
+            180,
+        ),
+        (
+            "policy-row contention",
+            [py, str(BENCH / "bench_contention.py"), "--items", str(args.contention_items)],
+            240,
+        ),
+        (
+            "keypress -> next card",
+            [py, str(BENCH / "bench_keypress.py"), "--decisions", str(args.keypress_decisions)],
+            300,
         ),
         (
             "latency at scale",
@@ -74,7 +107,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     parser.add_argument("--admit-n", type=int, default=2000)
-    parser.add_argument("--http-items", type=int, default=1500)
+    parser.add_argument("--http-items", type=int, default=150, help="reviewer bench: items per round per side")
+    parser.add_argument("--http-rounds", type=int, default=4, help="reviewer and producer benches: rounds per side")
+    parser.add_argument("--producer-per-round", type=int, default=500)
+    parser.add_argument("--contention-items", type=int, default=600, help="items per level (16, 32 deciders)")
+    parser.add_argument("--keypress-decisions", type=int, default=40)
     parser.add_argument("--decided", type=int, default=1_000_000)
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=30)
@@ -85,7 +122,8 @@ def main() -> None:
     parser.add_argument("--render-old-sizes", default="2000,4000")
     args = parser.parse_args()
     if args.quick:
-        args.admit_n, args.http_items, args.decided, args.pending = 300, 150, 20_000, 2_000
+        args.admit_n, args.http_items, args.decided, args.pending = 300, 30, 20_000, 2_000
+        args.http_rounds, args.producer_per_round, args.contention_items, args.keypress_decisions = 2, 60, 40, 6
         args.repeat, args.replications, args.seeds = 5, 40, 20
         args.redline_rounds = 2
         args.render_size, args.render_old_sizes = 50_000, "1000"

@@ -222,9 +222,7 @@ def resubmit_stale(broker_url: str, stale_seconds: int = 0) -> int:
         "REVIEWQUEUE_STALE_RUN_SECONDS": str(stale_seconds),
         "LOG_LEVEL": "WARNING",
     }
-    code = (
-        "import django; django.setup(); from reviewqueue.tasks.loops import resubmit_stale_runs; print(resubmit_stale_runs())"
-    )
+    code = "import django; django.setup(); from reviewqueue.tasks.loops import resubmit_stale_runs; print(resubmit_stale_runs())"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     return int(out.stdout.strip().splitlines()[-1])
 
