@@ -14,7 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from django.conf import settings
@@ -64,10 +64,18 @@ class CardState:
 
 def _context_panel(user: User) -> dict[str, object]:
     """What a reviewer needs beside the item: waiting count, mode, their own
-    recent verdicts and pace."""
+    recent verdicts and pace.
+
+    The waiting count is the depth kept on the policy row (exact under the
+    queue's lock, recounted by the depth-sampler beat task), read with the mode
+    and instructions in one query. Verdicts load only the columns shown."""
     now = timezone.now()
+    hour_ago = now - timedelta(hours=1)
     recent = list(
-        Verdict.objects.filter(reviewer=user).select_related("item").order_by("-created_at", "-pk")[:PACE_SAMPLE]
+        Verdict.objects.filter(reviewer=user)
+        .select_related("item")
+        .only("decision", "reason_label", "created_at", "item_id", "item__claimed_at")
+        .order_by("-created_at", "-pk")[:PACE_SAMPLE]
     )
     spans = [
         (v.created_at - v.item.claimed_at).total_seconds()
@@ -75,18 +83,26 @@ def _context_panel(user: User) -> dict[str, object]:
         if v.item.claimed_at is not None and v.created_at >= v.item.claimed_at
     ]
     median = statistics.median(spans) if spans else None
-    queue = QueuePolicy.current()
+    queue, _ = QueuePolicy.objects.only("mode", "instructions", "depth").get_or_create(pk=1)
     return {
-        "waiting": services.queue_depth(),
+        "waiting": queue.depth,
         "mode": queue.mode,
         "instructions": queue.instructions,
         "recent": recent[:RECENT_VERDICTS],
-        "last_hour": Verdict.objects.filter(reviewer=user, created_at__gte=now - timedelta(hours=1)).count(),
+        "last_hour": _last_hour(user, recent, hour_ago),
         "median_seconds": median,
         # Sub-second spans come from scripts, not people; no pace claimed from them.
         "pace_per_hour": round(3600 / median) if median and median >= 1 else None,
         "undo_seconds": settings.REVIEWQUEUE_UNDO_SECONDS,
     }
+
+
+def _last_hour(user: User, recent: list[Verdict], since: datetime) -> int:
+    """The reviewer's verdicts since ``since``: counted from ``recent`` (the
+    newest first) when it reaches back past ``since``, else by a query."""
+    if len(recent) < PACE_SAMPLE or recent[-1].created_at < since:
+        return sum(1 for v in recent if v.created_at >= since)
+    return Verdict.objects.filter(reviewer=user, created_at__gte=since).count()
 
 
 def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 200) -> HttpResponse:
