@@ -4,24 +4,109 @@ permissions each role's group holds, and ``ensure_groups``, which gives them
 
 Checks are enforced on the server. Views declare the role they need; hiding a
 link is never the protection.
+
+A user's permissions are read from the database once and then kept in the
+cache under a per-user key (``permissions``), so a request does not send the
+two permission queries. Every way a role changes drops that key
+(``reviewqueue.signals``: group membership, a group's or a user's
+permissions, a group deleted, the user row saved), when it happens and again
+after its transaction commits, so a removed role takes effect on the user's
+next request. ``is_active`` and ``is_superuser`` are read from the user row,
+loaded on every request, not from the cache. An unreachable cache only costs
+the queries: the checks then read the database, as strict as ever.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from django.contrib.auth.decorators import permission_required
+from django.contrib.auth.decorators import user_passes_test
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
+from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
 
 REVIEW_PERMISSION = "reviewqueue.review"
 OPERATE_PERMISSION = "reviewqueue.operate"
 
 F = TypeVar("F", bound=Callable[..., object])
 
-# raise_exception: a signed-in user without the role gets 403, not a login loop.
-reviewer_required: Callable[[F], F] = permission_required(REVIEW_PERMISSION, raise_exception=True)
-operator_required: Callable[[F], F] = permission_required(OPERATE_PERMISSION, raise_exception=True)
+log = logging.getLogger(__name__)
+
+# How long a user's permissions stay cached at most. Invalidation, not this,
+# makes a change take effect; this bounds a stale entry that a request reading
+# the old permissions could write back while the change commits.
+PERMISSIONS_CACHE_SECONDS = 300
+
+
+def permissions_cache_key(user_id: Any) -> str:
+    return f"reviewqueue:permissions:{user_id}"
+
+
+def forget_permissions(user_ids: Iterable[Any]) -> None:
+    """Drop the cached permissions of these users (their roles changed)."""
+    keys = [permissions_cache_key(user_id) for user_id in user_ids]
+    if not keys:
+        return
+    try:
+        cache.delete_many(keys)
+    except Exception:  # logged; an entry written before an outage lives out its timeout
+        log.exception("could not drop cached permissions", extra={"keys": keys})
+
+
+def permissions(user: AbstractBaseUser | AnonymousUser) -> frozenset[str]:
+    """The user's model permissions ("app.codename"), from the cache when it
+    has them, else from the database (then cached). Empty for an anonymous or
+    inactive user."""
+    if not user.is_authenticated or not user.is_active:
+        return frozenset()
+    held: frozenset[str] | None = getattr(user, "_reviewqueue_permissions", None)
+    if held is not None:
+        return held
+    # The entry names the user row it was read for (its pk and date_joined):
+    # a database recreated under a cache that kept its keys hands the same pk
+    # to another user, who must not inherit the old row's roles.
+    key, stamp = permissions_cache_key(user.pk), str(getattr(user, "date_joined", ""))
+    try:
+        entry = cache.get(key)
+    except Exception:  # noqa: BLE001 - fail open to the database, never to a role
+        log.warning("permissions cache unreachable; reading the database")
+        entry = (stamp, frozenset(user.get_all_permissions()))
+    if entry is not None and entry[0] == stamp:
+        held = entry[1]
+    else:
+        held = frozenset(user.get_all_permissions())
+        try:
+            cache.set(key, (stamp, held), PERMISSIONS_CACHE_SECONDS)
+        except Exception:  # noqa: BLE001 - the database answered; caching is optional
+            log.warning("permissions cache unreachable; not cached")
+    user._reviewqueue_permissions = held  # type: ignore[union-attr]
+    return held
+
+
+def has_permission(user: AbstractBaseUser | AnonymousUser, perm: str) -> bool:
+    """``user.has_perm(perm)`` with the permissions cached: an active
+    superuser has every permission, an inactive user none."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    return bool(getattr(user, "is_superuser", False)) or perm in permissions(user)
+
+
+def _role_required(perm: str) -> Callable[[F], F]:
+    """A signed-in user without the role gets 403, not a login loop (as
+    ``permission_required(..., raise_exception=True)``)."""
+
+    def check(user: AbstractBaseUser | AnonymousUser) -> bool:
+        if has_permission(user, perm):
+            return True
+        raise PermissionDenied
+
+    return user_passes_test(check)  # type: ignore[return-value]
+
+
+reviewer_required: Callable[[F], F] = _role_required(REVIEW_PERMISSION)
+operator_required: Callable[[F], F] = _role_required(OPERATE_PERMISSION)
 
 # Models an operator reads in the admin. Writing any of them there would skip
 # the services that keep the queue's books (admit, claim, decide keep
@@ -62,11 +147,11 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
 
 
 def is_reviewer(user: AbstractBaseUser | AnonymousUser) -> bool:
-    return bool(user.is_authenticated and user.has_perm(REVIEW_PERMISSION))
+    return has_permission(user, REVIEW_PERMISSION)
 
 
 def is_operator(user: AbstractBaseUser | AnonymousUser) -> bool:
-    return bool(user.is_authenticated and user.has_perm(OPERATE_PERMISSION))
+    return has_permission(user, OPERATE_PERMISSION)
 
 
 class MissingPermissions(LookupError):

@@ -8,4 +8,7 @@ class ReviewqueueConfig(AppConfig):
     def ready(self) -> None:
         # Bind @shared_task to this project's Celery app whenever Django starts,
         # and register the tasks, which services.runs publishes by name.
-        from . import celery, tasks  # noqa: F401
+        from . import celery, signals, tasks  # noqa: F401
+
+        # Cached permissions are dropped whenever a role changes.
+        signals.connect()
