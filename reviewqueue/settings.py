@@ -173,6 +173,12 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 SESSION_COOKIE_AGE = envint("SESSION_COOKIE_AGE", 8 * 3600)
+# With Redis, sessions are read from it and written through to the database,
+# which saves every request its session SELECT and survives a flushed or
+# unreachable Redis (reviewqueue/sessions.py). Without Redis the cache is a
+# database table: a cached session would cost the same SELECT there plus a
+# second write, so the plain database store stays.
+SESSION_ENGINE = "reviewqueue.sessions" if REDIS_URL else "django.contrib.sessions.backends.db"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -114,3 +114,30 @@ def test_an_unreachable_cache_reads_the_database(signed_in: Any, reviewer: Any, 
     assert signed_in.get("/review/").status_code == 200
     reviewer.groups.clear()
     assert signed_in.get("/review/").status_code == 403
+
+
+@pytest.fixture
+def cached_sessions(settings: Any) -> None:
+    settings.SESSION_ENGINE = "reviewqueue.sessions"
+
+
+@pytest.mark.usefixtures("cached_sessions")
+def test_a_signed_in_session_survives_a_flushed_cache(client: Any, reviewer: Any) -> None:
+    assert client.post("/login/", {"username": reviewer.username, "password": "pw-for-tests-1"}).status_code == 302
+    assert client.get("/review/").status_code == 200
+    cache.clear()
+    assert client.get("/review/").status_code == 200
+    assert client.get("/review/").status_code == 200  # read back into the cache, then from it
+
+
+@pytest.mark.usefixtures("cached_sessions")
+def test_sign_in_and_out_work_with_the_cache_down(client: Any, reviewer: Any, monkeypatch: Any) -> None:
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("cache down")
+
+    for method in ("get", "set", "add", "delete", "delete_many", "has_key", "incr", "get_many", "set_many"):
+        monkeypatch.setattr(cache, method, down)
+    assert client.post("/login/", {"username": reviewer.username, "password": "pw-for-tests-1"}).status_code == 302
+    assert client.get("/review/").status_code == 200
+    assert client.post("/logout/").status_code == 302
+    assert client.get("/review/").status_code == 302
