@@ -11,7 +11,8 @@ two permission queries. Every way a role changes drops that key
 (``reviewqueue.signals``: group membership, a group's or a user's
 permissions, a group deleted, the user row saved), when it happens and again
 after its transaction commits, so a removed role takes effect on the user's
-next request. ``is_active`` and ``is_superuser`` are read from the user row,
+next request; a per-user generation makes an entry that a request read
+just before the change and wrote just after it stale as well. ``is_active`` and ``is_superuser`` are read from the user row,
 loaded on every request, not from the cache. An unreachable cache only costs
 the queries: the checks then read the database, as strict as ever.
 """
@@ -19,6 +20,7 @@ the queries: the checks then read the database, as strict as ever.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -34,9 +36,8 @@ F = TypeVar("F", bound=Callable[..., object])
 
 log = logging.getLogger(__name__)
 
-# How long a user's permissions stay cached at most. Invalidation, not this,
-# makes a change take effect; this bounds a stale entry that a request reading
-# the old permissions could write back while the change commits.
+# How long a user's permissions stay cached at most; invalidation, not this,
+# makes a change take effect.
 PERMISSIONS_CACHE_SECONDS = 300
 
 
@@ -44,15 +45,25 @@ def permissions_cache_key(user_id: Any) -> str:
     return f"reviewqueue:permissions:{user_id}"
 
 
+def generation_cache_key(user_id: Any) -> str:
+    return f"reviewqueue:permissions-generation:{user_id}"
+
+
 def forget_permissions(user_ids: Iterable[Any]) -> None:
-    """Drop the cached permissions of these users (their roles changed)."""
-    keys = [permissions_cache_key(user_id) for user_id in user_ids]
-    if not keys:
+    """Drop the cached permissions of these users (their roles changed).
+
+    Each user also gets a new generation. An entry is valid only under the
+    generation it was read in, so a request that read the old permissions
+    just before the change committed, and writes them to the cache just
+    after, writes an entry that is already stale."""
+    ids = list(user_ids)
+    if not ids:
         return
     try:
-        cache.delete_many(keys)
+        cache.set_many({generation_cache_key(i): uuid.uuid4().hex for i in ids}, timeout=None)
+        cache.delete_many([permissions_cache_key(i) for i in ids])
     except Exception:  # logged; an entry written before an outage lives out its timeout
-        log.exception("could not drop cached permissions", extra={"keys": keys})
+        log.exception("could not drop cached permissions", extra={"users": ids})
 
 
 def permissions(user: AbstractBaseUser | AnonymousUser) -> frozenset[str]:
@@ -67,18 +78,21 @@ def permissions(user: AbstractBaseUser | AnonymousUser) -> frozenset[str]:
     # The entry names the user row it was read for (its pk and date_joined):
     # a database recreated under a cache that kept its keys hands the same pk
     # to another user, who must not inherit the old row's roles.
-    key, stamp = permissions_cache_key(user.pk), str(getattr(user, "date_joined", ""))
+    key, generation_key = permissions_cache_key(user.pk), generation_cache_key(user.pk)
+    stamp = str(getattr(user, "date_joined", ""))
     try:
-        entry = cache.get(key)
+        found = cache.get_many([key, generation_key])  # one round trip
     except Exception:  # noqa: BLE001 - fail open to the database, never to a role
         log.warning("permissions cache unreachable; reading the database")
-        entry = (stamp, frozenset(user.get_all_permissions()))
-    if entry is not None and entry[0] == stamp:
-        held = entry[1]
+        found = {}
+    generation = found.get(generation_key)
+    entry = found.get(key)
+    if entry is not None and tuple(entry[:2]) == (stamp, generation):
+        held = entry[2]
     else:
         held = frozenset(user.get_all_permissions())
         try:
-            cache.set(key, (stamp, held), PERMISSIONS_CACHE_SECONDS)
+            cache.set(key, (stamp, generation, held), PERMISSIONS_CACHE_SECONDS)
         except Exception:  # noqa: BLE001 - the database answered; caching is optional
             log.warning("permissions cache unreachable; not cached")
     user._reviewqueue_permissions = held  # type: ignore[union-attr]

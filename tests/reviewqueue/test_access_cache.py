@@ -12,7 +12,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from reviewqueue.access import permissions_cache_key
+from reviewqueue.access import generation_cache_key, permissions_cache_key
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +100,20 @@ def test_superuser_taken_away_takes_effect(client: Any, django_user_model: Any) 
 
 def test_an_entry_for_another_row_with_the_same_id_is_ignored(signed_in: Any, reviewer: Any, roles: Any) -> None:
     reviewer.groups.clear()
-    cache.set(permissions_cache_key(reviewer.pk), ("another row", frozenset({"reviewqueue.review"})))
+    generation = cache.get(generation_cache_key(reviewer.pk))
+    cache.set(permissions_cache_key(reviewer.pk), ("another row", generation, frozenset({"reviewqueue.review"})))
+    assert signed_in.get("/review/").status_code == 403
+
+
+def test_permissions_read_before_a_change_and_cached_after_it_are_stale(
+    signed_in: Any, reviewer: Any, roles: dict[str, Group]
+) -> None:
+    # A request reads the generation and the old permissions; the role is
+    # removed and its invalidation runs; then that request writes what it read.
+    generation = cache.get(generation_cache_key(reviewer.pk))
+    stamp = str(reviewer.date_joined)
+    reviewer.groups.remove(roles["reviewer"])
+    cache.set(permissions_cache_key(reviewer.pk), (stamp, generation, frozenset({"reviewqueue.review"})))
     assert signed_in.get("/review/").status_code == 403
 
 
@@ -108,9 +121,8 @@ def test_an_unreachable_cache_reads_the_database(signed_in: Any, reviewer: Any, 
     def down(*args: Any, **kwargs: Any) -> Any:
         raise ConnectionError("cache down")
 
-    monkeypatch.setattr(cache, "get", down)
-    monkeypatch.setattr(cache, "set", down)
-    monkeypatch.setattr(cache, "delete_many", down)
+    for name in ("get", "get_many", "set", "set_many", "delete_many"):
+        monkeypatch.setattr(cache, name, down)
     assert signed_in.get("/review/").status_code == 200
     reviewer.groups.clear()
     assert signed_in.get("/review/").status_code == 403
