@@ -277,6 +277,7 @@ CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE = {
     "sample-queue-depth": {"task": "reviewqueue.tasks.sample_depth", "schedule": timedelta(seconds=10)},
     "resubmit-stale-runs": {"task": "reviewqueue.tasks.resubmit_stale_runs", "schedule": timedelta(seconds=60)},
+    "expire-leases": {"task": "reviewqueue.tasks.expire_leases", "schedule": timedelta(seconds=15)},
 }
 # A run still "running" this long after its last start lost its message
 # (e.g. the embedded broker's worker was killed outright); it is sent again.

@@ -2,7 +2,9 @@
 
 The policy row is the queue's lock (``QueuePolicy.locked()``). ``set_state``
 and ``after_depth_change`` expect the caller to hold it; ``reconcile_depth``
-takes it itself. ``queue_depth`` counts without a lock.
+takes it itself; ``take_one_off_depth`` takes it by updating the row, in one
+statement, and the caller holds it until its transaction ends.
+``queue_depth`` counts without a lock.
 
 ``record_depth_sample`` (the ``sample_depth`` beat task's work) reconciles
 the kept depth and records the sample the operators' dashboard charts.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from .. import policy
@@ -43,6 +45,34 @@ def set_state(queue: QueuePolicy, mode: policy.Mode, depth: int, now: datetime) 
 def after_depth_change(queue: QueuePolicy, depth: int, now: datetime) -> None:
     """A verdict or an undo moved the depth: the watermarks may move the mode."""
     set_state(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, now)
+
+
+def take_one_off_depth(now: datetime) -> QueuePolicy:
+    """Take one off the kept depth (never below zero) in one ``UPDATE ...
+    RETURNING`` statement and answer the updated policy row. The update locks
+    the row, so call it inside transaction.atomic(), as late as possible: the
+    lock is held until commit, and every admission waits for it."""
+    meta = QueuePolicy._meta
+    # Every column but updated_at (set here to ``now``): plain numbers and text,
+    # which both databases return as Python values without converters.
+    fields = [field for field in meta.concrete_fields if field.name != "updated_at"]
+    depth, updated = meta.get_field("depth").column, meta.get_field("updated_at").column
+    sql = (
+        f"UPDATE {meta.db_table} SET {depth} = CASE WHEN {depth} > 0 THEN {depth} - 1 ELSE 0 END, {updated} = %s"
+        f" WHERE {meta.pk.column} = 1 RETURNING {', '.join(field.column for field in fields)}"
+    )
+    field_value = meta.get_field("updated_at").get_db_prep_value(now, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [field_value])
+        row = cursor.fetchone()
+    if row is None:  # no policy row yet: create it, then take the lock the usual way
+        queue = QueuePolicy.locked()
+        queue.depth = max(queue.depth - 1, 0)
+        queue.save(update_fields=["depth", "updated_at"])
+        return queue
+    queue = QueuePolicy.from_db(connection.alias, [field.attname for field in fields], list(row))
+    queue.updated_at = now
+    return queue
 
 
 def reconcile_depth(*, now: datetime | None = None) -> int:

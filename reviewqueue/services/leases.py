@@ -1,7 +1,9 @@
 """Leases: a reviewer claims an item for a while, renews, or gives it back.
 
-``claim`` locks the chosen item row (``SELECT ... FOR UPDATE SKIP LOCKED`` on
-PostgreSQL; a conditional update elsewhere); ``release`` and ``renew`` lock
+``claim`` locks the chosen item row (``SELECT ... FOR UPDATE SKIP LOCKED``
+inside one ``UPDATE`` on PostgreSQL, see ``claim_pg``; a conditional update
+elsewhere); ``expire_leases`` (the beat task's sweep) updates expired rows;
+``release`` and ``renew`` lock
 the held item's row. None of them takes the policy row's lock: a lease moves
 no item in or out of the waiting set, so the kept depth does not change.
 """
@@ -17,11 +19,14 @@ from django.db.models import F
 from django.utils import timezone
 
 from ..models import QueuePolicy, ReviewItem
+from . import claim_pg
 from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
 
 
 def expire_leases(*, now: datetime | None = None) -> int:
-    """Put items whose lease ran out back in the queue. Safe to repeat."""
+    """Put items whose lease ran out back in the queue; the ``expire_leases``
+    beat task runs it. ``claim`` does not wait for it: it takes an item whose
+    lease ran out itself. Safe to repeat."""
     now = now or timezone.now()
     return ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now).update(
         status=ReviewItem.Status.PENDING,
@@ -42,13 +47,24 @@ def current_claim(*, reviewer: AbstractBaseUser, now: datetime | None = None) ->
 
 
 def claim(
-    *, reviewer: AbstractBaseUser, exclude: Collection[int] = (), now: datetime | None = None
+    *,
+    reviewer: AbstractBaseUser,
+    exclude: Collection[int] = (),
+    now: datetime | None = None,
+    lease_seconds: int | None = None,
 ) -> ReviewItem | None:
     """The reviewer's next item under a lease: the one they already hold, else
-    the next pending item by priority then age, passing over ``exclude`` (items
-    the reviewer skipped). None when nothing is left to claim.
+    the next claimable item by priority then age, passing over ``exclude``
+    (items the reviewer skipped). None when nothing is left to claim.
 
-    Two reviewers never get the same item: PostgreSQL skips rows another
+    Claimable means pending, or claimed under a lease that ran out: the sweep
+    (``expire_leases``, a beat task) may run late, so claim takes such an item
+    itself and counts the expiry on it (``lease_expiries``); the late holder's
+    verdict is then refused with LeaseExpired. ``lease_seconds`` spares the
+    read of the policy's lease length when the caller has it.
+
+    Two reviewers never get the same item: on PostgreSQL one ``UPDATE ...
+    WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED)`` skips rows another
     transaction has locked; elsewhere a conditional update decides the race.
     Safe to repeat: a reviewer holding a live lease gets the same item back.
     """
@@ -56,34 +72,53 @@ def claim(
     held = current_claim(reviewer=reviewer, now=now)
     if held is not None:
         return held
-    expire_leases(now=now)
-    lease = timedelta(seconds=QueuePolicy.current().lease_seconds)
-    pending = ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).order_by("-priority", "created_at", "pk")
-    if exclude:
-        pending = pending.exclude(pk__in=list(exclude))
-    claimed_fields = {
-        "status": ReviewItem.Status.CLAIMED,
-        "lease_holder": reviewer,
-        "lease_expires_at": now + lease,
-        "claimed_at": now,
-        "updated_at": now,
-    }
-    if connection.features.has_select_for_update_skip_locked:
-        with transaction.atomic():
-            item = pending.select_for_update(skip_locked=True).first()
-            if item is None:
-                return None
-            for name, value in claimed_fields.items():
-                setattr(item, name, value)
-            item.save(update_fields=list(claimed_fields))
-            return item
+    if connection.vendor == "postgresql":
+        return claim_pg.claim_one_statement(reviewer.pk, exclude, now, lease_seconds)
+    if lease_seconds is None:
+        lease_seconds = QueuePolicy.current().lease_seconds
+    return _claim_general(reviewer, exclude, now, timedelta(seconds=lease_seconds))
+
+
+def _claimable(now: datetime, exclude: Collection[int]) -> ReviewItem | None:
+    """The next claimable item's ordering fields: the first pending one and the
+    first whose lease ran out, each read through its own index, whichever
+    comes first by priority then age."""
+    order = ("-priority", "created_at", "pk")
+    candidates = [
+        ReviewItem.objects.filter(status=ReviewItem.Status.PENDING),
+        ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now),
+    ]
+    found = []
+    for rows in candidates:
+        if exclude:
+            rows = rows.exclude(pk__in=list(exclude))
+        first = rows.order_by(*order).only("pk", "priority", "created_at", "status").first()
+        if first is not None:
+            found.append(first)
+    return min(found, key=lambda item: (-item.priority, item.created_at, item.pk), default=None)
+
+
+def _claim_general(
+    reviewer: AbstractBaseUser, exclude: Collection[int], now: datetime, lease: timedelta
+) -> ReviewItem | None:
+    """Claim by a conditional update: it wins only if the row is still as read."""
     for _ in range(50):
-        pk = pending.values_list("pk", flat=True).first()
-        if pk is None:
+        candidate = _claimable(now, exclude)
+        if candidate is None:
             return None
-        won = ReviewItem.objects.filter(pk=pk, status=ReviewItem.Status.PENDING).update(**claimed_fields)
+        still = ReviewItem.objects.filter(pk=candidate.pk, status=candidate.status)
+        if candidate.status == ReviewItem.Status.CLAIMED:
+            still = still.filter(lease_expires_at__lt=now)
+        won = still.update(
+            status=ReviewItem.Status.CLAIMED,
+            lease_holder=reviewer,
+            lease_expires_at=now + lease,
+            claimed_at=now,
+            updated_at=now,
+            lease_expiries=F("lease_expiries") + (1 if candidate.status == ReviewItem.Status.CLAIMED else 0),
+        )
         if won == 1:
-            return ReviewItem.objects.get(pk=pk)
+            return ReviewItem.objects.get(pk=candidate.pk)
     return None
 
 

@@ -1,10 +1,13 @@
 """Verdicts: a reviewer approves or rejects the item they hold, or takes their
 last verdict back; each verdict tunes the loops (ARCHITECTURE.md rule 8).
 
-``decide`` and ``undo`` lock the policy row first (``QueuePolicy.locked()``),
-then the item's row, so the verdict, the label counts, the step-limit tuner
-and the queue's depth and mode move in one transaction, serialised with
-admissions.
+``decide`` locks the item's row first and takes the policy row's lock last:
+the item lock (``held_item``) is what makes a verdict happen once; the
+verdict, the item, the label counts and the tuner's read are written under it;
+then one statement takes one off the kept depth on the policy row (which
+locks it, serialised with admissions) and returns the row, and only a mode or
+step-limit change, when one is due, is written under that lock before commit.
+``undo`` is rare: it locks the policy row first, then the verdict and the item.
 """
 
 from __future__ import annotations
@@ -14,14 +17,14 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from .. import policy
 from ..models import FilterRule, LabelCount, QueuePolicy, ReasonLabel, ReviewItem, StepLimitChange, Verdict
 from .cleaning import clean_text
-from .depth import after_depth_change
+from .depth import after_depth_change, take_one_off_depth
 from .errors import AlreadyDecided, InvalidInput, NothingToUndo
 from .leases import held_item
 
@@ -48,21 +51,24 @@ def decide(
         raise InvalidInput("reason_label", f"a rejection needs one of {', '.join(ReasonLabel.values)}")
     note_text, _ = clean_text(note, limit=5_000)
     with transaction.atomic():
-        queue = QueuePolicy.locked()
         item = held_item(item_id, reviewer, now)
+        # No savepoint: the item's row lock and its status check make a second
+        # verdict on this item impossible (a second decide waits for the lock,
+        # then finds the item decided). A unique violation can come only from
+        # rows changed outside the services; it aborts this whole transaction,
+        # which the raise below rolls back, so nothing half-written survives.
         try:
-            with transaction.atomic():
-                verdict = Verdict.objects.create(
-                    item=item,
-                    reviewer=reviewer,
-                    decision=Verdict.Decision.APPROVE if approve else Verdict.Decision.REJECT,
-                    reason_label="" if approve else reason_label,
-                    note=note_text,
-                    counts_for_tuner=policy.counts_for_tuner(
-                        sampled=item.label == ReviewItem.Label.SAMPLED, draft=item.draft
-                    ),
-                    created_at=now,
-                )
+            verdict = Verdict.objects.create(
+                item=item,
+                reviewer=reviewer,
+                decision=Verdict.Decision.APPROVE if approve else Verdict.Decision.REJECT,
+                reason_label="" if approve else reason_label,
+                note=note_text,
+                counts_for_tuner=policy.counts_for_tuner(
+                    sampled=item.label == ReviewItem.Label.SAMPLED, draft=item.draft
+                ),
+                created_at=now,
+            )
         except IntegrityError:
             raise AlreadyDecided(f"item {item_id} was already decided") from None
         item.status = ReviewItem.Status.APPROVED if approve else ReviewItem.Status.REJECTED
@@ -72,10 +78,13 @@ def decide(
         if not approve:
             LabelCount.objects.get_or_create(label=reason_label)
             LabelCount.objects.filter(label=reason_label).update(count=F("count") + 1)
+        recent = _tuner_verdicts_by_policy_window() if verdict.counts_for_tuner else None
+        queue = take_one_off_depth(now)  # the item left the waiting set; the policy lock from here
+        if not approve:
             _propose_rules(queue, now)
-        if verdict.counts_for_tuner:
-            _retune(queue, verdict, now)
-        after_depth_change(queue, max(queue.depth - 1, 0), now)  # the item left the waiting set
+        if recent is not None:
+            _retune(queue, verdict, recent, now)
+        after_depth_change(queue, queue.depth, now)  # writes only if the watermarks move the mode
         return verdict
 
 
@@ -116,19 +125,30 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
 # --- what verdicts feed back into the loops ---------------------------------------------
 
 
-def _tuner_verdicts(window: int) -> list[bool]:
-    """The last ``window`` verdicts that count for the tuner, oldest first, as approvals."""
-    recent = (
-        Verdict.objects.filter(counts_for_tuner=True).order_by("-created_at", "-pk").values_list("decision", flat=True)
-    )[:window]
-    return [decision == Verdict.Decision.APPROVE for decision in reversed(list(recent))]
+def _tuner_verdicts_by_policy_window() -> list[bool]:
+    """The last verdicts that count for the tuner, as many as the policy's
+    tuner window, oldest first, as approvals: one statement, no lock (the
+    window's length is read in the same statement)."""
+    verdict, queue = Verdict._meta, QueuePolicy._meta
+    sql = (
+        f"SELECT {verdict.get_field('decision').column} FROM {verdict.db_table}"
+        f" WHERE {verdict.get_field('counts_for_tuner').column}"
+        f" ORDER BY {verdict.get_field('created_at').column} DESC, {verdict.pk.column} DESC"
+        f" LIMIT COALESCE((SELECT {queue.get_field('tuner_window').column}"
+        f" FROM {queue.db_table} WHERE {queue.pk.column} = 1), 0)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        decisions = [row[0] for row in cursor.fetchall()]
+    return [decision == Verdict.Decision.APPROVE for decision in reversed(decisions)]
 
 
-def _retune(queue: QueuePolicy, verdict: Verdict, now: datetime) -> None:
+def _retune(queue: QueuePolicy, verdict: Verdict, verdicts: list[bool], now: datetime) -> None:
     """Move the step limit as the tuner says, recording the change against the
-    verdict that caused it (so undo can revert it). The caller holds the lock."""
+    verdict that caused it (so undo can revert it). The caller holds the lock;
+    the change is rare, and written only when the limit moves."""
     cfg = queue.tuner()
-    verdicts = _tuner_verdicts(cfg.window)
+    verdicts = verdicts[-cfg.window :] if cfg.window else []
     new_limit = policy.tune_step_limit(queue.step_limit, verdicts, cfg)
     if new_limit != queue.step_limit:
         StepLimitChange.objects.create(

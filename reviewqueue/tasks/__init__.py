@@ -9,6 +9,6 @@ package, which imports its modules here so that all of them register.
 """
 
 from .loops import resubmit_stale_runs, run_loop
-from .ops import run_simulation, sample_depth
+from .ops import expire_leases, run_simulation, sample_depth
 
-__all__ = ["resubmit_stale_runs", "run_loop", "run_simulation", "sample_depth"]
+__all__ = ["expire_leases", "resubmit_stale_runs", "run_loop", "run_simulation", "sample_depth"]

@@ -1,14 +1,15 @@
-"""Operator-side Celery entry points: the depth sampler and the what-if
-simulation. The work is in ``services.depth`` and ``services.simulations``."""
+"""Operator-side Celery entry points: the depth sampler, the lease sweep and
+the what-if simulation. The work is in ``services.depth``, ``services.leases``
+and ``services.simulations``."""
 
 from __future__ import annotations
 
 from celery import shared_task
 from django.utils import timezone
 
-from ..services import depth, simulations
+from ..services import depth, leases, simulations
 
-__all__ = ["run_simulation", "sample_depth"]
+__all__ = ["expire_leases", "run_simulation", "sample_depth"]
 
 
 @shared_task(name="reviewqueue.tasks.sample_depth", ignore_result=True, soft_time_limit=30, time_limit=60)
@@ -19,6 +20,17 @@ def sample_depth() -> int:
     Returns the sampled depth.
     """
     return depth.record_depth_sample(now=timezone.now())
+
+
+@shared_task(name="reviewqueue.tasks.expire_leases", ignore_result=True, soft_time_limit=30, time_limit=60)
+def expire_leases() -> int:
+    """Put items whose lease ran out back in the queue (services.leases.expire_leases).
+
+    Safe to repeat, and safe to run late: claim takes an item whose lease ran
+    out itself, so the sweep only tidies the counts the dashboard shows.
+    Returns the number of leases that ran out.
+    """
+    return leases.expire_leases(now=timezone.now())
 
 
 @shared_task(

@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.models import ReviewItem, Verdict
+from reviewqueue.models import QueuePolicy, ReviewItem, Verdict
+from reviewqueue.tasks import expire_leases as expire_leases_task
 
 pytestmark = pytest.mark.django_db
 
@@ -67,6 +68,34 @@ def test_it_refuses_a_verdict_after_expiry_even_before_anyone_reclaims(
 ) -> None:
     with pytest.raises(services.LeaseExpired):
         services.decide(item_id=claimed.pk, reviewer=reviewer, approve=True, now=lease_over)
+
+
+def test_a_late_sweep_changes_nothing_for_claim_decide_or_the_accounting(
+    admit_item: Any, reviewer: Any, make_user: Any
+) -> None:
+    """No sweep runs: the lease is over, another reviewer claims the item
+    anyway, the first holder's verdict is refused, and kept depth == waiting."""
+    admit_item()
+    admit_item()
+    mine = services.claim(reviewer=reviewer)
+    lease_over = mine.lease_expires_at + timedelta(seconds=1)
+    olga = make_user("olga", "reviewer")
+    taken = services.claim(reviewer=olga, now=lease_over)
+    assert taken.pk == mine.pk and taken.lease_holder_id == olga.pk and taken.lease_expiries == 1
+    with pytest.raises(services.LeaseExpired):
+        services.decide(item_id=mine.pk, reviewer=reviewer, approve=True, now=lease_over)
+    services.decide(item_id=taken.pk, reviewer=olga, approve=True, now=lease_over)
+    assert Verdict.objects.get().reviewer_id == olga.pk
+    assert services.expire_leases(now=lease_over) == 0  # the late sweep finds nothing left to do
+    assert QueuePolicy.current().depth == services.queue_depth() == 1
+
+
+def test_the_sweep_puts_expired_leases_back_and_is_safe_to_repeat(claimed: ReviewItem, lease_over: datetime) -> None:
+    assert expire_leases_task.run() == 0  # nothing has run out yet
+    assert services.expire_leases(now=lease_over) == 1
+    assert services.expire_leases(now=lease_over) == 0
+    item = ReviewItem.objects.get(pk=claimed.pk)
+    assert item.status == ReviewItem.Status.PENDING and item.lease_expiries == 1
 
 
 # --- release and renew ---------------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""Claim in one statement on PostgreSQL.
+
+``UPDATE ... WHERE id = (SELECT id ... FOR UPDATE SKIP LOCKED LIMIT 1)
+RETURNING ...``: the subquery locks the next claimable item (pending, or
+claimed under a lease that ran out) and skips rows another transaction holds,
+so two reviewers never get the same item; the lease length comes from the
+caller or, in the same statement, from the policy row (which is read, not
+locked). An item whose lease ran out has its expiry counted on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+
+from django.db import connection
+
+from ..models import QueuePolicy, ReviewItem
+
+_FIELDS = ReviewItem._meta.concrete_fields
+
+
+def _sql() -> str:
+    item, queue = ReviewItem._meta, QueuePolicy._meta
+
+    def col(name: str) -> str:
+        return item.get_field(name).column
+
+    lease = f"(SELECT {queue.get_field('lease_seconds').column} FROM {queue.db_table} WHERE {queue.pk.column} = 1)"
+    claimable = (
+        f"({col('status')} = 'pending' OR ({col('status')} = 'claimed' AND {col('lease_expires_at')} < %(now)s))"
+    )
+    return (
+        f"UPDATE {item.db_table} SET {col('status')} = 'claimed', {col('lease_holder')} = %(reviewer)s,"
+        f" {col('lease_expires_at')} = %(now)s + make_interval(secs => COALESCE(%(lease)s, {lease}, 300)),"
+        f" {col('claimed_at')} = %(now)s, {col('updated_at')} = %(now)s,"
+        f" {col('lease_expiries')} = {col('lease_expiries')}"
+        f" + CASE WHEN {col('status')} = 'claimed' THEN 1 ELSE 0 END"
+        f" WHERE {item.pk.column} = (SELECT {item.pk.column} FROM {item.db_table}"
+        f" WHERE {claimable} AND NOT ({item.pk.column} = ANY(%(exclude)s::bigint[]))"
+        f" ORDER BY {col('priority')} DESC, {col('created_at')}, {item.pk.column}"
+        " LIMIT 1 FOR UPDATE SKIP LOCKED)"
+        f" RETURNING {', '.join(field.column for field in _FIELDS)}"
+    )
+
+
+_SQL = _sql()
+
+
+def claim_one_statement(
+    reviewer_id: int, exclude: Collection[int], now: datetime, lease_seconds: int | None
+) -> ReviewItem | None:
+    """The claimed item, or None when nothing is claimable (or all is locked)."""
+    params = {"reviewer": reviewer_id, "now": now, "lease": lease_seconds, "exclude": sorted(exclude)}
+    with connection.cursor() as cursor:
+        cursor.execute(_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return ReviewItem.from_db(connection.alias, [field.attname for field in _FIELDS], list(row))
