@@ -267,12 +267,17 @@ def _shedding_candidate(queue: QueuePolicy) -> ReviewItem | None:
     # The shedding candidate matters only at capacity (plan_admission reads
     # it nowhere else); below it, skip the query. Its text columns can be
     # megabytes and are never needed to choose: fetch the ordering fields only.
+    # The candidate is locked, skipping rows another transaction holds: this
+    # transaction holds the policy row, and decide locks its item before the
+    # policy row, so waiting here on an item lock could deadlock. A pending
+    # item that a reviewer is claiming right now is passed over for the next.
     if queue.depth < queue.capacity:
         return None
     return (
         ReviewItem.objects.filter(status=ReviewItem.Status.PENDING)
         .order_by("priority", "created_at", "pk")
         .only("pk", "priority", "created_at")
+        .select_for_update(skip_locked=True)
         .first()
     )
 

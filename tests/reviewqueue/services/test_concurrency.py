@@ -8,6 +8,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -117,3 +118,32 @@ def test_every_item_is_in_exactly_one_state_after_mixed_concurrent_work(make_use
     assert set(statuses) <= {"pending", "claimed", "approved", "shed"}
     assert statuses["approved"] == Verdict.objects.count()
     assert statuses["pending"] + statuses["claimed"] <= 30
+
+
+def test_shedding_passes_over_an_item_another_transaction_has_locked(admit_item: Any) -> None:
+    # decide locks its item before the policy row; admission holds the policy
+    # row when it picks what to shed. Were it to wait for an item lock, the two
+    # could deadlock: it skips a locked item and sheds the next lowest instead.
+    if not connection.features.has_select_for_update_skip_locked:
+        pytest.skip("row locks are PostgreSQL's; SQLite serialises writers")
+    services.policy_update(user=None, changes={"capacity": 3})
+    locked = admit_item(priority=1).item
+    next_lowest = admit_item(priority=2).item
+    admit_item(priority=3)
+    db = connection.settings_dict
+    with psycopg.connect(
+        host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"]
+    ) as other:
+        other.execute("SELECT id FROM reviewqueue_reviewitem WHERE id = %s FOR UPDATE", [locked.pk])
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '3s'")  # waiting on the lock fails the test, not hangs it
+        try:
+            result = admit_item(priority=4)
+        finally:
+            other.rollback()
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+    assert result.outcome == "enqueued"
+    assert result.shed_item is not None and result.shed_item.pk == next_lowest.pk
+    locked.refresh_from_db()
+    assert locked.status == ReviewItem.Status.PENDING
