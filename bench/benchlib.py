@@ -80,6 +80,9 @@ def server_env(url: str) -> dict[str, str]:
         "LOGIN_RATE_LIMIT": "10000/m",
         "LOG_LEVEL": "ERROR",
         "CELERY_TASK_ALWAYS_EAGER": "1",
+        # With REDIS_URL set the servers run as deployed at scale: sessions and
+        # cached role checks in Redis. Without it, both are database reads.
+        **({"REDIS_URL": os.environ["REDIS_URL"]} if os.environ.get("REDIS_URL") else {}),
     }
 
 
@@ -200,11 +203,12 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
 
 def conn_max_age_label(conn_max_age: int | None) -> str:
     """How a report names the connection setting in force."""
+    redis = " + Redis" if os.environ.get("REDIS_URL") else " (no Redis)"
     if conn_max_age is None:
         from django.conf import settings
 
-        return f"DB_CONN_MAX_AGE={settings.DATABASES['default']['CONN_MAX_AGE']} (settings' default)"
-    return f"DB_CONN_MAX_AGE={conn_max_age}"
+        return f"DB_CONN_MAX_AGE={settings.DATABASES['default']['CONN_MAX_AGE']} (settings' default){redis}"
+    return f"DB_CONN_MAX_AGE={conn_max_age}{redis}"
 
 
 def print_rounds(label_a: str, rates_a: Sequence[float], label_b: str, rates_b: Sequence[float], unit: str) -> float:
