@@ -31,10 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from benchlib import scratch_database, setup_django
-
-OUTPUT = "def is_even(n):\n    return n % 2 == 0\n" * 8
-DESCRIPTION = "Write is_even(n) that returns True for even integers."
+from benchlib import produced_output, scratch_database, setup_django
 
 RAW_INSERT = """
 INSERT INTO reviewqueue_reviewitem (
@@ -47,19 +44,7 @@ INSERT INTO reviewqueue_reviewitem (
 
 def row(key: str, n: int) -> dict[str, Any]:
     """One produced output; both sides store exactly these fields."""
-    return {
-        "idempotency_key": key,
-        "task_id": f"task-{n}",
-        "task_kind": "code",
-        "task_description": DESCRIPTION,
-        "final_output": OUTPUT,
-        "last_error": "AssertionError:check_2",
-        "attempt_count": 5,
-        "cutoff_reason": "step_limit",
-        "priority": n % 3,
-        "source_run_id": f"run-{n}",
-        "producer": "bench",
-    }
+    return {**produced_output(key, n), "producer": "bench"}
 
 
 def main() -> None:

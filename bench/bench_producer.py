@@ -32,7 +32,6 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 from benchlib import (
@@ -41,6 +40,7 @@ from benchlib import (
     issue_producer_token,
     percentile,
     print_rounds,
+    produced_output,
     scratch_database,
     setup_django,
     start_server,
@@ -48,8 +48,6 @@ from benchlib import (
 )
 
 PRODUCER = "bench-producer"
-OUTPUT = "def is_even(n):\n    return n % 2 == 0\n" * 8
-DESCRIPTION = "Write is_even(n) that returns True for even integers."
 
 
 @dataclass
@@ -66,29 +64,13 @@ class Side:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def body(key: str, n: int) -> dict[str, Any]:
-    """One cut-off output as a producer pushes it; both sides get the same fields."""
-    return {
-        "idempotency_key": key,
-        "task_id": f"task-{n}",
-        "task_kind": "code",
-        "task_description": DESCRIPTION,
-        "final_output": OUTPUT,
-        "last_error": "AssertionError:check_2",
-        "attempt_count": 5,
-        "cutoff_reason": "step_limit",
-        "priority": n % 3,
-        "source_run_id": f"run-{n}",
-    }
-
-
 def producer_loop(client: httpx.Client, side: Side, keys: list[int], start: threading.Barrier) -> None:
     """Send one output per key, one after another, on this client's kept-alive connection."""
     latencies, created, errors = [], 0, []
     start.wait()
     for n in keys:
         t0 = time.perf_counter()
-        response = client.post(side.path, json=body(f"{side.path}-{n}", n), headers=side.headers)
+        response = client.post(side.path, json=produced_output(f"{side.path}-{n}", n), headers=side.headers)
         latencies.append(time.perf_counter() - t0)
         if response.status_code == 201 and response.json().get("outcome") == "enqueued":
             created += 1

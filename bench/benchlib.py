@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -219,3 +220,25 @@ def print_rounds(label_a: str, rates_a: Sequence[float], label_b: str, rates_b: 
     ratio = med_a / med_b
     print(f"  median     {label_a} {med_a:8.1f} {unit}   {label_b} {med_b:8.1f} {unit}   ratio {ratio:5.2f}")
     return ratio
+
+
+# One produced output, the same in every bench that writes outputs, so their
+# figures compare: a short is_even answer cut off at the step limit.
+OUTPUT = "def is_even(n):\n    return n % 2 == 0\n" * 8
+DESCRIPTION = "Write is_even(n) that returns True for even integers."
+
+
+def produced_output(key: str, n: int) -> dict[str, Any]:
+    """Output ``n`` as a producer sends it (the fields of POST /api/outputs)."""
+    return {
+        "idempotency_key": key,
+        "task_id": f"task-{n}",
+        "task_kind": "code",
+        "task_description": DESCRIPTION,
+        "final_output": OUTPUT,
+        "last_error": "AssertionError:check_2",
+        "attempt_count": 5,
+        "cutoff_reason": "step_limit",
+        "priority": n % 3,
+        "source_run_id": f"run-{n}",
+    }
