@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 
@@ -195,6 +196,244 @@ def tune_step_limit(current: int, verdicts: Sequence[bool], cfg: TunerConfig) ->
     if rate < cfg.approve_low:
         return cfg.clamp(current - 1)
     return cfg.clamp(current)
+
+
+# --- reviewer reliability and the noise-aware tuner (ARCHITECTURE.md rule 8) ---
+#
+# A reviewer is a noisy judge: on any item they give the wrong verdict with
+# their own error rate e (the same both ways, a "one-coin" reviewer). Gold
+# items (truth known) and double-reviewed items (two verdicts on one item)
+# measure e; the tuner then asks, for each verdict in its window, how likely
+# the item truly deserved approval, and moves the step limit by what a
+# noise-free tuner would have done, in expectation.
+
+# An error rate of one half carries no information; estimates stop just short
+# of it so a verdict never counts against its own direction.
+MAX_ERROR = 0.499
+MIN_ERROR = 1e-9
+
+
+@dataclass(frozen=True)
+class ReviewerVerdict:
+    """One reviewer's verdict on one item: ``approved`` or not."""
+
+    reviewer: Hashable
+    approved: bool
+
+
+@dataclass(frozen=True)
+class GoldAnswer:
+    """A reviewer's verdict on a gold item, whose right answer ``truth`` is known."""
+
+    reviewer: Hashable
+    approved: bool
+    truth: bool
+
+
+@dataclass(frozen=True)
+class ReliabilityPrior:
+    """What is assumed before the answers speak, as pseudo-answers.
+
+    Each reviewer's error rate is shrunk towards the team's pooled rate with
+    ``strength`` pseudo-answers, and the pooled rate towards ``error`` with
+    ``team_strength``, so three answers never make a reviewer infallible (or
+    worthless), while the team's rate, which every answer informs, soon
+    leaves the prior behind.
+    The true approve share of items starts at ``approve`` with
+    ``approve_strength`` pseudo-items.
+    """
+
+    error: float = 0.1
+    strength: float = 10.0
+    team_strength: float = 2.0
+    approve: float = 0.5
+    approve_strength: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.error < 0.5:
+            raise PolicyError("prior_error", "must be in [0, 0.5)")
+        if not 0 <= self.approve <= 1:
+            raise PolicyError("prior_approve", "must be in [0, 1]")
+        if min(self.strength, self.team_strength, self.approve_strength) < 0:
+            raise PolicyError("prior_strength", "must be at least 0")
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """Estimated error rate per reviewer and the true approve share of items.
+
+    A reviewer with no answers yet gets ``default_error`` (the team's pooled
+    rate). ``answers`` is how many answers (gold, or verdicts on items judged
+    by EM) stand behind each reviewer's estimate.
+    """
+
+    errors: Mapping[Hashable, float] = field(default_factory=dict)
+    approve_share: float = 0.5
+    default_error: float = 0.1
+    answers: Mapping[Hashable, float] = field(default_factory=dict)
+
+    def error(self, reviewer: Hashable) -> float:
+        return self.errors.get(reviewer, self.default_error)
+
+
+def _verdict_likelihoods(verdicts: Iterable[ReviewerVerdict], errors: Reliability) -> tuple[float, float]:
+    """P(these verdicts | item truly approvable) and P(... | not), up to the prior."""
+    yes = no = 1.0
+    for v in verdicts:
+        e = min(MAX_ERROR, max(MIN_ERROR, errors.error(v.reviewer)))
+        yes *= (1 - e) if v.approved else e
+        no *= e if v.approved else (1 - e)
+    return yes, no
+
+
+def approve_probability(verdicts: Sequence[ReviewerVerdict], reliability: Reliability) -> float:
+    """How likely an item truly deserved approval, given its reviewers' verdicts
+    (one, or two for a double-reviewed item) and their error rates.
+
+    This is the *settled* verdict of a double review: disagreement is not
+    broken by a coin but weighed, so the more reliable reviewer counts for
+    more, and two equally reliable reviewers who disagree leave the item at
+    the queue's approve share. A reviewer with error 0 gives 0 or 1 exactly.
+    """
+    if not verdicts:
+        return reliability.approve_share
+    exact = [v.approved for v in verdicts if reliability.error(v.reviewer) <= 0]
+    if exact:
+        # An infallible reviewer settles the item (the first of them, if two disagree).
+        return 1.0 if exact[0] else 0.0
+    yes, no = _verdict_likelihoods(verdicts, reliability)
+    pi = reliability.approve_share
+    num = pi * yes
+    total = num + (1 - pi) * no
+    return num / total if total > 0 else pi
+
+
+def _shrink(wrong: Mapping[Hashable, float], total: Mapping[Hashable, float], prior: ReliabilityPrior) -> Reliability:
+    """Error rates from expected wrong answers: each reviewer towards the team, the team towards the prior."""
+    all_wrong, all_total = math.fsum(wrong.values()), math.fsum(total.values())
+    t = prior.team_strength
+    pooled = (all_wrong + t * prior.error) / (all_total + t) if all_total + t > 0 else prior.error
+    s = prior.strength
+    errors = {}
+    for r, n in total.items():
+        e = (wrong[r] + s * pooled) / (n + s) if n + s > 0 else pooled
+        errors[r] = min(MAX_ERROR, max(0.0, e))
+    return Reliability(errors=errors, default_error=min(MAX_ERROR, pooled), answers=dict(total))
+
+
+def estimate_reliability(
+    gold: Iterable[GoldAnswer] = (),
+    items: Iterable[Sequence[ReviewerVerdict]] | Mapping[tuple[ReviewerVerdict, ...], float] = (),
+    prior: ReliabilityPrior = ReliabilityPrior(),  # frozen, so one shared default is safe
+    *,
+    iterations: int = 200,
+    tolerance: float = 1e-7,
+    start: Reliability | None = None,
+) -> Reliability:
+    """Each reviewer's error rate, by expectation-maximisation (Dawid and
+    Skene's estimator, one error rate per reviewer).
+
+    ``gold`` answers count directly: right or wrong is known. ``items`` are
+    the queue's items whose truth is unknown, each with its verdicts: a
+    double-reviewed item has two, and the EM weighs how often reviewers
+    disagree; single verdicts inform the approve share. ``items`` may also be
+    a mapping from an item's verdicts to how many items had exactly those
+    (what a GROUP BY gives), which costs the same however long the history.
+    E-step: each item's chance of truly deserving approval
+    (``approve_probability``); M-step: each reviewer's expected wrong answers,
+    shrunk as ``ReliabilityPrior`` says. ``start`` (the last estimate) makes a re-estimate after a few new
+    answers converge in a few rounds.
+    """
+    gold_groups = Counter((g.reviewer, g.approved == g.truth) for g in gold)
+    if isinstance(items, Mapping):
+        item_groups: Mapping[tuple[ReviewerVerdict, ...], float] = {k: n for k, n in items.items() if k and n > 0}
+    else:
+        item_groups = Counter(tuple(item) for item in items if item)
+    est = start or Reliability(approve_share=prior.approve, default_error=prior.error)
+    for _ in range(max(1, iterations)):
+        wrong: dict[Hashable, float] = defaultdict(float)
+        total: dict[Hashable, float] = defaultdict(float)
+        for (reviewer, right), n in gold_groups.items():
+            total[reviewer] += n
+            wrong[reviewer] += 0 if right else n
+        approvable = 0.0
+        for verdicts, n in item_groups.items():
+            q = approve_probability(verdicts, est)
+            approvable += n * q
+            for v in verdicts:
+                total[v.reviewer] += n
+                wrong[v.reviewer] += n * ((1 - q) if v.approved else q)
+        n_items, a = sum(item_groups.values()), prior.approve_strength
+        share = (approvable + a * prior.approve) / (n_items + a) if n_items + a > 0 else prior.approve
+        new = replace(_shrink(wrong, total, prior), approve_share=share)
+        moved = max(
+            [abs(new.approve_share - est.approve_share)] + [abs(e - est.error(r)) for r, e in new.errors.items()]
+        )
+        est = new
+        if moved < tolerance:
+            break
+    return est
+
+
+def count_distribution(probabilities: Sequence[float]) -> list[float]:
+    """P(exactly k of these independent items are truly approvable), k = 0..n
+    (the Poisson-binomial distribution, by the usual O(n²) recursion)."""
+    dist = [1.0]
+    for p in probabilities:
+        nxt = [0.0] * (len(dist) + 1)
+        for k, mass in enumerate(dist):
+            nxt[k] += mass * (1 - p)
+            nxt[k + 1] += mass * p
+        dist = nxt
+    return dist
+
+
+def step_change_odds(probabilities: Sequence[float], cfg: TunerConfig) -> tuple[float, float]:
+    """(P(raise), P(lower)): the chances that the plain tuner, shown the true
+    verdicts behind the last ``cfg.window`` items, would raise or lower the
+    step limit. The band is ``tune_step_limit``'s, applied to each possible
+    count of true approvals; a partial window moves nothing."""
+    recent = list(probabilities[-cfg.window :])
+    if len(recent) < cfg.window:
+        return 0.0, 0.0
+    up = down = 0.0
+    for k, mass in enumerate(count_distribution(recent)):
+        rate = k / len(recent)
+        if rate > cfg.approve_high:
+            up += mass
+        elif rate < cfg.approve_low:
+            down += mass
+    return up, down
+
+
+def tune_step_limit_weighted(current: float, probabilities: Sequence[float], cfg: TunerConfig) -> float:
+    """The noise-aware tuner: the *expected* step limit of a noise-free tuner.
+
+    ``probabilities`` are the window's items, oldest first, each as the chance
+    it truly deserved approval (``approve_probability`` of its verdicts).
+    Rather than guess each verdict's truth and apply the band once, the tuner
+    moves by P(raise) - P(lower) (``step_change_odds``): by linearity of
+    expectation, summed over looks this tracks the step limit a tuner fed the
+    true verdicts would reach. The alternatives go wrong on ten verdicts: at
+    a true approve share of 0.735 and error 0.2 the noise-free tuner raises
+    on 21 % of looks and the plain one on noisy verdicts on 8 %; thresholding
+    the corrected rate p = (observed - e) / (1 - 2e) raises on 49 % (and
+    lowers on 11 %, against 0.5 %); thresholding the posterior mean rate
+    raises at 8 approvals of 10 as soon as the estimated error is above zero,
+    however small, so it errs where reviewers make no mistakes at all.
+
+    The state is fractional; ``applied_step_limit`` rounds it to the limit
+    loops run with. With error-free reviewers every probability is 0 or 1,
+    so this is ``tune_step_limit`` exactly.
+    """
+    up, down = step_change_odds(probabilities, cfg)
+    return max(float(cfg.min_steps), min(float(cfg.max_steps), current + up - down))
+
+
+def applied_step_limit(expected: float, cfg: TunerConfig) -> int:
+    """The whole step limit loops run with under the noise-aware tuner: its
+    expected limit rounded half up, within the bounds."""
+    return cfg.clamp(math.floor(expected + 0.5))
 
 
 REASON_LABELS: tuple[str, ...] = (

@@ -11,10 +11,15 @@ from typing import Any
 
 from simulation.analytic import article_loss, mmck_transient_loss
 from simulation.replicate import run_replications
-from simulation.scenario import PRESETS, Scenario
+from simulation.scenario import PRESETS, TUNERS, Scenario
 
 # Fewer runs than this finish before a progress bar would be worth drawing.
 PROGRESS_MIN_REPLICATIONS = 50
+
+# What double review and gold cost the noise-aware tuner by default, together
+# within a tenth of the reviews (simulation/README.md, "Noisy reviewers").
+NOISE_AWARE_DOUBLE_REVIEW_RATE = 0.05
+NOISE_AWARE_GOLD_RATE = 0.04
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +32,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--verdict-model", choices=("article", "step_aware"), default=None)
     run.add_argument("--reviewers", type=int, default=None)
     run.add_argument("--duration", type=int, default=None, help="minutes (default 120)")
+    run.add_argument("--reviewer-error", type=float, default=None, help="chance a reviewer flips a verdict (default 0)")
+    run.add_argument("--tuner", choices=TUNERS, default=None, help="step-limit tuner (default plain)")
+    run.add_argument(
+        "--double-review-rate",
+        type=float,
+        default=None,
+        help=f"share of items a second reviewer sees (default {NOISE_AWARE_DOUBLE_REVIEW_RATE:g} with --tuner noise_aware, else 0)",
+    )
+    run.add_argument(
+        "--gold-rate",
+        type=float,
+        default=None,
+        help=f"gold items per reviewed item (default {NOISE_AWARE_GOLD_RATE:g} with --tuner noise_aware, else 0)",
+    )
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--replications", type=int, default=1)
     run.add_argument("--workers", type=int, default=None, help="processes (default: auto)")
@@ -81,7 +100,28 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         changes["reviewers"] = args.reviewers
     if args.duration is not None:
         changes["duration_min"] = args.duration
+    changes.update(noise_changes(args))
     return dataclasses.replace(PRESETS[args.preset], **changes)
+
+
+def noise_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The noisy-reviewer fields the flags set. The noise-aware tuner needs
+    double review and gold to measure its reviewers, so it brings the queue
+    policy's default rates unless told otherwise; the plain tuner has no use
+    for them and brings none."""
+    changes: dict[str, Any] = {}
+    if args.reviewer_error is not None:
+        changes["reviewer_error"] = args.reviewer_error
+    if args.tuner is not None:
+        changes["tuner_rule"] = args.tuner
+    aware = args.tuner == "noise_aware"
+    double = args.double_review_rate
+    gold = args.gold_rate
+    if double is not None or aware:
+        changes["double_review_rate"] = NOISE_AWARE_DOUBLE_REVIEW_RATE if double is None else double
+    if gold is not None or aware:
+        changes["gold_rate"] = NOISE_AWARE_GOLD_RATE if gold is None else gold
+    return changes
 
 
 def _progress_bar(total: int) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:

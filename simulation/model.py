@@ -26,6 +26,7 @@ from reviewqueue.policy import (
     plan_admission,
     tune_step_limit,
 )
+from simulation.reviewers import NO_EXTRA, Review, ReviewPanel
 from simulation.scenario import Scenario
 
 # Rates such as 2.5/min are carried over between minutes; the epsilon keeps
@@ -59,6 +60,11 @@ class RunResult:
     # ends), so neither the shedding mode nor a minute-end sample shows it.
     minutes_with_loss: int = 0
     events: int = 0
+    # Noisy reviewers (simulation/reviewers.py): 0 when reviewers make no mistakes and
+    # nothing is reviewed twice.
+    step_limit_abs_error: float = 0.0
+    extra_review_load_pct: float = 0.0
+    extra_reviews: int = 0
 
     @property
     def overflow_pct(self) -> float:
@@ -66,7 +72,7 @@ class RunResult:
 
 
 class _Item:
-    __slots__ = ("alive", "approve_prob", "arrived", "draft", "priority", "seq")
+    __slots__ = ("alive", "approve_prob", "arrived", "draft", "priority", "review", "seq")
 
     def __init__(self, seq: int, arrived: float, priority: int, approve_prob: float, draft: bool = False) -> None:
         self.seq = seq
@@ -75,12 +81,13 @@ class _Item:
         self.priority = priority
         self.approve_prob = approve_prob
         self.alive = True
+        self.review: Review = NO_EXTRA
 
 
 class _Queue:
     """The review queue's state plus the loops feeding it and the tuner reading it."""
 
-    def __init__(self, sc: Scenario, rng: random.Random) -> None:
+    def __init__(self, sc: Scenario, rng: random.Random, panel_seed: int = 0) -> None:
         self.sc = sc
         self.rng = rng
         self.marks = sc.watermarks()
@@ -103,6 +110,9 @@ class _Queue:
         self.priority_cdf = cumulative_weights(sc.priority_mix)
         self.quality_cdf = cumulative_weights(sc.quality_mix)
         self.idle: list[simpy.Event] = []
+        # Without noise, double review or a noise-aware tuner the reviewers are the
+        # published model's: always right, once per item, and nothing else is drawn.
+        self.panel = ReviewPanel(sc, panel_seed, self.tuner) if sc.noisy_reviewers else None
 
     # -- loops -----------------------------------------------------------------
     def produce(self, now: float) -> _Item | None:
@@ -194,13 +204,18 @@ class _Queue:
             if item.alive:
                 item.alive = False  # no longer sheddable
                 self.waiting -= 1
+                if self.panel is not None:
+                    item.review = self.panel.plan()
                 return item
         return None
 
     def finish(self, now: float, item: _Item) -> None:
         result = self.result
         approved = self.rng.random() < item.approve_prob
-        if counts_for_tuner(sampled=False, draft=item.draft):
+        feeds_tuner = counts_for_tuner(sampled=False, draft=item.draft)
+        if self.panel is not None:
+            approved = self.panel.review(approved, item.review, feeds_tuner)
+        if feeds_tuner:
             self.verdicts.append(approved)
         self.waits.append(now - item.arrived)
         result.reviewed += 1
@@ -227,6 +242,8 @@ class _Queue:
         result.depth_series.append(self.depth)
         if len(self.verdicts) >= self.tuner.window:
             self.step_limit = tune_step_limit(self.step_limit, list(self.verdicts), self.tuner)
+        if self.panel is not None:
+            self.step_limit = self.panel.look(self.step_limit)
         result.step_limit_trajectory.append(self.step_limit)
 
     def finalise(self, end: float, events: int) -> RunResult:
@@ -235,6 +252,10 @@ class _Queue:
         result.mode_minutes = self.mode_time
         result.step_limit_final = self.step_limit
         result.events = events
+        if self.panel is not None:
+            result.step_limit_abs_error = self.panel.step_limit_abs_error
+            result.extra_review_load_pct = self.panel.extra_review_load_pct
+            result.extra_reviews = self.panel.extra_reviews
         if self.waits:
             result.mean_wait_min = math.fsum(self.waits) / len(self.waits)
             result.p95_wait_min = _percentile(self.waits, 95.0)
@@ -253,7 +274,7 @@ def simulate(sc: Scenario, seed: int) -> RunResult:
     """One run of ``sc`` from an empty queue, reproducible from ``seed``."""
     rng = random.Random(seed)
     env = simpy.Environment()
-    queue = _Queue(sc, rng)
+    queue = _Queue(sc, rng, seed)
     queue.result.depth_series.append(0)
     queue.result.step_limit_trajectory.append(queue.step_limit)
     events = EventTally()
@@ -296,15 +317,19 @@ def _article_producer(env: simpy.Environment, queue: _Queue, events: EventTally)
 def _article_reviewer(env: simpy.Environment, queue: _Queue, events: EventTally) -> Proc:
     sc = queue.sc
     carry = 0.0
+    owed = 0  # reviews a double review or gold item took beyond last minute's quota
     for _ in range(sc.duration_min):
         carry += sc.review_per_min
         quota = int(carry + CARRY_EPS)
         carry -= quota  # capacity unused this minute is lost, not banked
-        for _ in range(quota):
+        quota -= owed
+        while quota > 0:
             item = queue.take()
             if item is None:
                 break
+            quota -= item.review.cost
             queue.finish(env.now, item)
+        owed = max(0, -quota)
         queue.end_of_minute()
         events.scheduled += 1
         yield env.timeout(1)
@@ -343,7 +368,9 @@ def _poisson_reviewer(env: simpy.Environment, queue: _Queue, mu: float, events: 
             yield wake
             continue
         events.scheduled += 1
-        yield env.timeout(rng.expovariate(mu))
+        # A second review or a gold item is another review's worth of time.
+        busy = sum(rng.expovariate(mu) for _ in range(item.review.cost))
+        yield env.timeout(busy)
         queue.finish(env.now, item)
 
 

@@ -109,8 +109,20 @@ class Summary:
             "minutes_with_loss": self.mean("minutes_with_loss"),
             "shed_by_priority": {str(p): float(np.mean([r.lost_by_priority[p] for r in runs])) for p in range(n_prio)},
             "events": self.mean("events"),
+            **self._noise_keys(),
         }
         return out
+
+    def _noise_keys(self) -> dict[str, Any]:
+        """Noisy reviewers: the time-averaged distance of the step limit from a
+        noise-free reference tuner's in the same run, and what double review and
+        gold items cost (extra reviews as % of the items' own reviews)."""
+        return {
+            "step_limit_abs_error_mean": self.mean("step_limit_abs_error"),
+            "step_limit_abs_error_ci95": _pair(ci95(self.values("step_limit_abs_error"))),
+            "extra_review_load_pct": self.mean("extra_review_load_pct"),
+            "extra_review_load_pct_ci95": _pair(ci95(self.values("extra_review_load_pct"))),
+        }
 
 
 def _pair(ci: tuple[float, float] | None) -> list[float] | None:

@@ -11,6 +11,7 @@ from reviewqueue.policy import TunerConfig, Watermarks
 
 MODELS = ("article", "poisson")
 VERDICT_MODELS = ("article", "step_aware")
+TUNERS = ("plain", "noise_aware")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,17 @@ class Scenario:
     hard_hazard: float = 0.03
     easy_cutoff_approve: float = 0.95
     hard_cutoff_approve: float = 0.25
+    # Noisy reviewers (simulation/README.md, "Noisy reviewers"): each verdict is
+    # flipped with ``reviewer_error``; ``double_review_rate`` of items get a
+    # second reviewer and a gold item follows a review with ``gold_rate``, both
+    # at the cost of a review. ``review_team`` people share the reviews, so a
+    # second review goes to someone else. ``tuner_rule`` picks the plain tuner or
+    # the noise-aware one (policy.tune_step_limit_weighted).
+    reviewer_error: float = 0.0
+    tuner_rule: str = "plain"
+    double_review_rate: float = 0.0
+    gold_rate: float = 0.0
+    review_team: int = 3
 
     def __post_init__(self) -> None:
         _check(self.model in MODELS, "model", f"must be one of {', '.join(MODELS)}")
@@ -73,6 +85,9 @@ class Scenario:
             value = getattr(self, name)
             _check(math.isfinite(value) and value >= 0, name, "must be a finite number >= 0")
         _check(self.burst_mult >= 1, "burst_mult", "must be at least 1")
+        _check(self.tuner_rule in TUNERS, "tuner_rule", f"must be one of {', '.join(TUNERS)}")
+        _check(0 <= self.reviewer_error < 0.5, "reviewer_error", "must be in [0, 0.5)")
+        _check(self.review_team >= 2, "review_team", "must be at least 2 (a second review needs someone else)")
         _check(self.reviewers >= 1, "reviewers", "must be at least 1")
         _check(1 <= self.duration_min <= 1_000_000, "duration_min", "must be in [1, 1000000]")
         for name in (
@@ -83,6 +98,8 @@ class Scenario:
             "hard_hazard",
             "easy_cutoff_approve",
             "hard_cutoff_approve",
+            "double_review_rate",
+            "gold_rate",
         ):
             value = getattr(self, name)
             _check(0 <= value <= 1, name, "must be in [0, 1]")
@@ -118,6 +135,11 @@ class Scenario:
             min_steps=self.min_step_limit,
             max_steps=self.max_step_limit,
         )
+
+    @property
+    def noisy_reviewers(self) -> bool:
+        """Whether reviewers make mistakes, review twice, answer gold or feed the noise-aware tuner."""
+        return bool(self.reviewer_error or self.double_review_rate or self.gold_rate or self.tuner_rule != "plain")
 
     @property
     def ratio(self) -> float:
