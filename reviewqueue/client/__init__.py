@@ -1,0 +1,62 @@
+"""A Python client for reviewqueue's JSON API, and the check for its webhooks.
+
+    from reviewqueue.client import Client, Backpressure, verify_signature
+
+    with Client("https://reviewqueue.example", token) as rq:
+        pushed = rq.push_output(idempotency_key="run-17", task_description=..., final_output=...)
+        if isinstance(pushed, Backpressure):
+            ...  # wait pushed.retry_after seconds, push again with the same key
+        else:
+            item = rq.wait_for_verdict(pushed.item_id, timeout=3600)
+
+It needs httpx and nothing else of the server's: no Django, no Celery.
+docs/API.md ("Python client") describes every call, result and error.
+"""
+
+from __future__ import annotations
+
+from .core import DEFAULT_RETRY_AFTER, Client
+from .errors import (
+    ApiError,
+    ConnectionFailed,
+    Forbidden,
+    InvalidEvent,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    ReviewqueueError,
+    SignatureError,
+    Unauthorized,
+    Unavailable,
+    VerdictTimeout,
+)
+from .results import DECIDED_STATUSES, Backpressure, Event, Item, Output, Run, Verdict
+from .signatures import DEFAULT_TOLERANCE, EVENT_ID_HEADER, SIGNATURE_HEADER, verify_signature
+
+__all__ = [
+    "DECIDED_STATUSES",
+    "DEFAULT_RETRY_AFTER",
+    "DEFAULT_TOLERANCE",
+    "EVENT_ID_HEADER",
+    "SIGNATURE_HEADER",
+    "ApiError",
+    "Backpressure",
+    "Client",
+    "ConnectionFailed",
+    "Event",
+    "Forbidden",
+    "InvalidEvent",
+    "InvalidRequest",
+    "Item",
+    "NotFound",
+    "Output",
+    "PayloadTooLarge",
+    "ReviewqueueError",
+    "Run",
+    "SignatureError",
+    "Unauthorized",
+    "Unavailable",
+    "Verdict",
+    "VerdictTimeout",
+    "verify_signature",
+]
