@@ -217,7 +217,7 @@ def demo(port: int = 8000) -> int:
         "\n"
         "  reviewqueue demo is running\n"
         f"  open       http://127.0.0.1:{port}/\n"
-        f"  reviewer   reviewer / {logins['reviewer']}   (review page: keys a r 1-5 Enter s u ?)\n"
+        f"  reviewer   reviewer / {logins['reviewer']}   (review page: keys a r 1-5 Enter e b s u ?)\n"
         f"  operator   operator / {logins['operator']}   (dashboard, what-if, policy, admin)\n"
         f"  load       a round of the suite every {load['DEMO_ROUND_SECONDS']:g} s for "
         f"{load['DEMO_BUSY_MINUTES']:g} min, then {load['DEMO_QUIET_MINUTES']:g} min quiet (DEMO_* variables)\n"

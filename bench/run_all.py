@@ -95,6 +95,11 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
             180,
         ),
         (
+            "webhooks: latency, decide cost",
+            [py, str(BENCH / "bench_webhooks.py"), "--items", str(args.http_items), "--rounds", str(args.http_rounds)],
+            180,
+        ),
+        (
             "stop rules",
             [py, "-m", "loops", "bench", "stop-rules", "--sigma", "0.1", "--seeds", str(args.seeds), "--json"],
             120,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import yaml
 
+from loops.hints import RESUME_HEADER
 from loops.reply import Agent, AgentError, AgentReply, estimate_tokens
 
 if TYPE_CHECKING:
@@ -34,6 +35,10 @@ class Replay:
     task_id: str
     attempts: tuple[str, ...]
     note: str = ""
+    # What the recorded agent answered when a reviewer sent its output back
+    # with a note: played instead of ``attempts`` in a resumed run. Empty:
+    # a resumed run replays ``attempts`` as a fresh one would.
+    resumed: tuple[str, ...] = ()
 
 
 def load_replay(path: str | Path) -> Replay:
@@ -41,7 +46,8 @@ def load_replay(path: str | Path) -> Replay:
     attempts = tuple(str(a) for a in data["attempts"])
     if not attempts:
         raise ValueError(f"{path}: a replay needs at least one attempt")
-    return Replay(task_id=str(data["task"]), attempts=attempts, note=str(data.get("note", "")))
+    resumed = tuple(str(a) for a in data.get("resumed") or ())
+    return Replay(task_id=str(data["task"]), attempts=attempts, note=str(data.get("note", "")), resumed=resumed)
 
 
 def shipped_replays() -> dict[str, Replay]:
@@ -75,7 +81,10 @@ class ScriptedAgent:
         self.calls = 0
 
     def attempt(self, prompt: str) -> AgentReply:
-        text = self.replay.attempts[min(self.calls, len(self.replay.attempts) - 1)]
+        # A resumed run's prompt says so, as it would to a model; the replay
+        # answers with what was recorded for that case, if anything was.
+        attempts = self.replay.resumed if self.replay.resumed and RESUME_HEADER in prompt else self.replay.attempts
+        text = attempts[min(self.calls, len(attempts) - 1)]
         self.calls += 1
         return AgentReply(text=text, tokens=estimate_tokens(prompt, text))
 

@@ -209,6 +209,38 @@ _CLASS_ADVICE = {
 }
 
 
+@dataclass(frozen=True)
+class Resume:
+    """Where a run resumed after a reviewer sent its output back starts: the
+    output the reviewer saw, and the reviewer's note about it."""
+
+    output: str
+    note: str
+
+
+# The first line of a resumed run's addition to the prompt.
+RESUME_HEADER = "A reviewer sent an earlier answer to this task back for another try."
+
+
+def resume_block(resume: Resume, redactor: Redactor) -> str:
+    """What a resumed run's prompts add after the task: the earlier answer
+    and the reviewer's note. The note is a fragment like any hint and passes
+    the redactor (a reviewer who quotes a hidden check must not hand it to
+    the agent); the earlier answer is the agent's own text and is shown as it
+    was, since it reveals nothing the agent did not write."""
+    note = redactor.redact(resume.note.strip())
+    return "\n".join(
+        [
+            RESUME_HEADER,
+            "The earlier answer:",
+            resume.output.rstrip() or "(empty)",
+            "",
+            f"The reviewer's note: {note}",
+            "Start from the earlier answer and change what the note asks for.",
+        ]
+    )
+
+
 def build_prompt(
     description: str,
     history: Sequence[Failure],
@@ -216,12 +248,17 @@ def build_prompt(
     *,
     step_limit: int,
     open_task: bool = False,
+    resume: Resume | None = None,
 ) -> str:
     """The prompt for the next attempt: the task plus hints about the last
     failure, each fragment redacted. Assertion texts never enter here, so the
-    redactor is the second wall, not the first."""
+    redactor is the second wall, not the first. A resumed run (``resume``)
+    carries the earlier answer and the reviewer's note in every prompt: an
+    agent is asked afresh each attempt and would otherwise lose the note."""
     attempt = len(history) + 1
     parts = [description.strip()]
+    if resume is not None:
+        parts.append(resume_block(resume, redactor))
     if open_task and attempt > 1:
         parts.append(f"This is attempt {attempt} of {step_limit}. Improve your previous answer.")
     if not history:

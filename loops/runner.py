@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from loops.cutoff import CUTOFF_REASONS, strip_thinking
 from loops.gates import run_gates
-from loops.hints import Failure, Redactor, build_prompt
+from loops.hints import Failure, Redactor, Resume, build_prompt
 from loops.redline import DEFAULT_TIMEOUT_S, demand_red_line, format_problem
 from loops.reply import Agent, AgentError, AgentReply
 from loops.result import FailingCheck, LoopResult
@@ -231,11 +231,13 @@ class _Run:
     tokens: int = 0
     output: str = ""
     attempt: int = 0
+    resume: Resume | None = None
 
     @classmethod
-    def start(cls, task: Task, config: LoopConfig, clock: Callable[[], float]) -> _Run:
+    def start(cls, task: Task, config: LoopConfig, clock: Callable[[], float], resume: Resume | None = None) -> _Run:
         """A fresh run; reads the clock once, as its start."""
         return cls(
+            resume=resume,
             task=task,
             config=config,
             clock=clock,
@@ -257,6 +259,7 @@ class _Run:
             self.redactor,
             step_limit=self.step_limit,
             open_task=task.kind is TaskKind.OPEN,
+            resume=self.resume,
         )
         try:
             reply = agent.attempt(prompt)
@@ -351,10 +354,13 @@ def run_task(
     *,
     on_step: Callable[[StepRecord], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    resume: Resume | None = None,
 ) -> LoopResult:
     """Run one loop to its stop. Safe to repeat: it holds no state between
-    calls, though the agent may (a replay advances)."""
-    run = _Run.start(task, config, clock)
+    calls, though the agent may (a replay advances). ``resume``: a run sent
+    back by a reviewer starts from its earlier output, with the reviewer's
+    note in every prompt (through the redactor)."""
+    run = _Run.start(task, config, clock, resume)
     while True:
         reply, result = run.attempt_once(agent)
         run.record(reply, result)

@@ -138,6 +138,7 @@ OPERATOR_READS = (
     "policyaudit",
     "depthsample",
     "simulationrun",
+    "webhookdelivery",
 )
 # The one model an operator also changes in the admin: its save goes through
 # services.policy_update, which validates and audits like the policy page.

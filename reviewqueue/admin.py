@@ -2,8 +2,9 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from . import models
+from . import models, webhooks
 from .views.auth import RateLimitedAdminAuthenticationForm
+from .webhooks import CallbackRefused, check_callback_url
 
 # The admin's sign-in counts against the same per-address limit as the site's.
 admin.site.login_form = RateLimitedAdminAuthenticationForm
@@ -132,27 +133,49 @@ class LoopRunAdmin(ReadOnlyAdmin):
 
 
 class ApiTokenForm(forms.ModelForm):
-    """Scopes as checkboxes: the admin grants exactly what is ticked."""
+    """Scopes as checkboxes: the admin grants exactly what is ticked. The
+    default webhook URL is checked against WEBHOOK_ALLOWED_HOSTS; its signing
+    secret comes only from the commands, which show it once."""
 
     scopes = forms.MultipleChoiceField(
         choices=models.ApiToken.Scope.choices, widget=forms.CheckboxSelectMultiple, required=False
     )
+    webhook_url = forms.URLField(
+        required=False,
+        max_length=2000,
+        assume_scheme="https",
+        help_text="default callback URL for this producer's events; its host must be in WEBHOOK_ALLOWED_HOSTS",
+    )
 
     class Meta:
         model = models.ApiToken
-        fields = ("name", "scopes", "revoked_at")
+        fields = ("name", "scopes", "webhook_url", "revoked_at")
+
+    def clean_webhook_url(self) -> str:
+        url = (self.cleaned_data.get("webhook_url") or "").strip()
+        if url:
+            try:
+                check_callback_url(url)
+            except CallbackRefused as exc:
+                raise forms.ValidationError(exc.detail) from None
+        return url
 
 
 @admin.register(models.ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     form = ApiTokenForm
-    list_display = ("name", "prefix", "scope_list", "created_at", "last_used_at", "revoked_at")
-    readonly_fields = ("prefix", "token_hash", "created_at", "last_used_at")
+    list_display = ("name", "prefix", "scope_list", "webhook_url", "signs", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("prefix", "token_hash", "created_at", "last_used_at", "signs")
     actions = ["revoke"]
 
     @admin.display(description="scopes")
     def scope_list(self, obj: models.ApiToken) -> str:
         return ", ".join(obj.scopes) or "none"
+
+    @admin.display(description="webhook secret", boolean=True)
+    def signs(self, obj: models.ApiToken) -> bool:
+        """Whether it has a signing secret (never the secret: rotate_webhook_secret makes one)."""
+        return bool(obj.webhook_secret)
 
     def has_add_permission(self, request):  # type: ignore[no-untyped-def]
         # A token's secret is shown once, on a terminal: create_api_token
@@ -164,6 +187,23 @@ class ApiTokenAdmin(admin.ModelAdmin):
         from django.utils import timezone
 
         queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
+
+
+@admin.register(models.WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    """The outbox, read-only like the queue's other books; an event is sent
+    again only through the redeliver action (same id and body)."""
+
+    list_display = ("event_id", "event_type", "url", "status", "attempts", "last_status_code", "last_attempt_at")
+    list_filter = ("status", "event_type")
+    search_fields = ("event_id", "url", "producer")
+    raw_id_fields = ("item", "run")
+    actions = ["redeliver"]
+
+    @admin.action(description="Redeliver selected events (same event id)")
+    def redeliver(self, request, queryset):  # type: ignore[no-untyped-def]
+        again = webhooks.redeliver(list(queryset.values_list("pk", flat=True)))
+        self.message_user(request, f"{again} event(s) will be sent again; events still pending were left as they are.")
 
 
 @admin.register(models.SimulationRun)

@@ -33,9 +33,11 @@ EXPORT_COLUMNS = (
     ("reviewed_score", "item__reviewed_score"),
     ("failing_checks", "item__failing_checks"),  # JSON text: [{"id", "about"}]
     ("producer", "item__producer"),
-    ("decision", "decision"),
+    ("decision", "decision"),  # approve, reject, edit (approved with edits), send_back
     ("reason_label", "reason_label"),
     ("note", "note"),
+    ("item_version", "item__version"),  # 2 and up: the output of a run resumed after a send-back
+    ("previous_item_id", "item__previous_version_id"),
     ("reviewer", "reviewer__username"),
     ("counts_for_tuner", "counts_for_tuner"),
     ("item_created_at", "item__created_at"),
@@ -46,6 +48,9 @@ DATASET_COLUMNS = (
     ("task_description", "item__task_description"),
     ("final_output", "item__final_output"),
     ("last_error", "item__last_error"),
+    # Edit and approve: the reviewer's corrected output, beside the original
+    # (empty for any other decision). The pair is a correction example.
+    ("edited_output", "edited_output"),
 )
 EXPORT_CHUNK = 2000
 # Outputs run to hundreds of kilobytes: read fewer rows at a time with the text.

@@ -202,13 +202,14 @@ class ReviewItem(models.Model):
         REJECTED = "rejected"
         SHED = "shed"
         FILTERED = "filtered", "rejected by a filter rule"
+        SENT_BACK = "sent_back", "sent back with a note"
 
     class Label(models.TextChoices):
         UNVERIFIED = "unverified"
         SAMPLED = "sampled"
 
     WAITING = (Status.PENDING, Status.CLAIMED)
-    DECIDED = (Status.APPROVED, Status.REJECTED, Status.FILTERED)
+    DECIDED = (Status.APPROVED, Status.REJECTED, Status.FILTERED, Status.SENT_BACK)
 
     task_id = models.CharField(max_length=200, blank=True)
     task_kind = models.CharField(max_length=20, blank=True)
@@ -246,6 +247,20 @@ class ReviewItem(models.Model):
     )
     idempotency_key = models.CharField(max_length=200, help_text="unique per producer")
     filter_reason = models.TextField(blank=True)
+    callback_url = models.URLField(
+        max_length=2000, blank=True, help_text="where this item's events are sent: the producer's or its token's URL"
+    )
+    version = models.PositiveIntegerField(
+        default=1, help_text="2 and up: the output of a run resumed after a send-back"
+    )
+    previous_version = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="next_versions",
+        help_text="the item this one's run was sent back from",
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -317,21 +332,26 @@ class Verdict(models.Model):
     class Decision(models.TextChoices):
         APPROVE = "approve"
         REJECT = "reject"
+        EDIT = "edit", "approved with edits"
+        SEND_BACK = "send_back", "sent back with a note"
 
     item = models.OneToOneField(ReviewItem, on_delete=models.CASCADE, related_name="verdict")
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="verdicts"
     )
-    decision = models.CharField(max_length=8, choices=Decision.choices)
+    decision = models.CharField(max_length=16, choices=Decision.choices)
     reason_label = models.CharField(max_length=20, choices=ReasonLabel.choices, blank=True)
     note = models.TextField(blank=True)
+    edited_output = models.TextField(blank=True, help_text="edit and approve: the reviewer's corrected output")
     counts_for_tuner = models.BooleanField(default=True, help_text="verdicts on sampled auto-passes do not tune")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
         indexes = [models.Index(fields=["reviewer", "-created_at"], name="verdict_by_reviewer")]
         constraints = [
-            models.CheckConstraint(condition=Q(decision="approve") | ~Q(reason_label=""), name="reject_needs_label")
+            models.CheckConstraint(condition=~Q(decision="reject") | ~Q(reason_label=""), name="reject_needs_label"),
+            models.CheckConstraint(condition=~Q(decision="edit") | ~Q(edited_output=""), name="edit_needs_output"),
+            models.CheckConstraint(condition=~Q(decision="send_back") | ~Q(note=""), name="send_back_needs_note"),
         ]
 
     def __str__(self) -> str:
@@ -339,7 +359,8 @@ class Verdict(models.Model):
 
     @property
     def approved(self) -> bool:
-        return self.decision == self.Decision.APPROVE
+        """The output was accepted: as it was, or as the reviewer corrected it."""
+        return self.decision in (self.Decision.APPROVE, self.Decision.EDIT)
 
 
 class LabelCount(models.Model):
@@ -484,6 +505,16 @@ class LoopRun(models.Model):
     deliveries = models.PositiveIntegerField(default=0, help_text="times a worker started this run")
     item = models.ForeignKey(ReviewItem, null=True, blank=True, on_delete=models.SET_NULL)
     error = models.TextField(blank=True)
+    callback_url = models.URLField(max_length=2000, blank=True, help_text="where this run's events are sent")
+    resumed_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="resumes",
+        help_text="the run whose item a reviewer sent back; this run starts from its output",
+    )
+    resume_note = models.TextField(blank=True, help_text="the reviewer's note, redacted, added to the next prompt")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(default=timezone.now, help_text="last start or resubmission")
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -521,6 +552,11 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     scopes = models.JSONField(default=list, blank=True, help_text="what this token may do: outputs, tasks, metrics")
+    webhook_url = models.URLField(
+        max_length=2000, blank=True, help_text="default callback URL for this producer's items and runs"
+    )
+    # Kept as it is, not hashed: the server signs every event with it. Shown once.
+    webhook_secret = models.CharField(max_length=100, blank=True, editable=False)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
@@ -563,3 +599,63 @@ class SimulationRun(models.Model):
 
     def __str__(self) -> str:
         return f"what-if #{self.pk} ({self.status})"
+
+
+class EventType(models.TextChoices):
+    """What a webhook tells a producer (docs/API.md, webhooks)."""
+
+    ITEM_DECIDED = "item.decided"
+    ITEM_SENT_BACK = "item.sent_back"
+    ITEM_SHED = "item.shed"
+    ITEM_FILTERED = "item.filtered"
+    RUN_FINISHED = "run.finished"
+
+
+class WebhookDelivery(models.Model):
+    """The outbox: one event for one callback URL, written in the same
+    transaction as the change it reports, so no event is lost between the
+    commit and the broker. Delivery tasks and the sweep send it until the
+    receiver answers 2xx or the retry schedule runs out (at least once;
+    receivers dedupe on the event id). Events with the same ordering key (one
+    item's, or one run's) are sent in the order they were written."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed", "gave up"
+
+    event_id = models.CharField(max_length=40, unique=True)
+    event_type = models.CharField(max_length=32, choices=EventType.choices)
+    url = models.URLField(max_length=2000)
+    producer = models.CharField(max_length=100, help_text="whose token's secret signs it")
+    item = models.ForeignKey(
+        ReviewItem, null=True, blank=True, on_delete=models.SET_NULL, related_name="webhook_deliveries"
+    )
+    run = models.ForeignKey(
+        LoopRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="webhook_deliveries"
+    )
+    ordering_key = models.CharField(max_length=64, help_text="item:<id> or run:<id>: delivered in order within a key")
+    body = models.TextField(help_text="the exact JSON sent, so every attempt signs the same bytes")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    locked_until = models.DateTimeField(null=True, blank=True, help_text="an attempt is under way until then")
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "webhook deliveries"
+        indexes = [
+            # the sweep: pending deliveries that are due.
+            models.Index(fields=["next_attempt_at"], name="delivery_due", condition=Q(status="pending")),
+            # ordering: an earlier pending delivery with the same key holds the later ones back.
+            models.Index(fields=["ordering_key", "id"], name="delivery_pending_order", condition=Q(status="pending")),
+            # the dashboard's failing endpoints and the deliveries page.
+            models.Index(fields=["url", "-created_at"], name="delivery_by_url"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.event_id} ({self.status})"

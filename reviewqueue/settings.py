@@ -278,6 +278,8 @@ CELERY_BEAT_SCHEDULE = {
     "sample-queue-depth": {"task": "reviewqueue.tasks.sample_depth", "schedule": timedelta(seconds=10)},
     "resubmit-stale-runs": {"task": "reviewqueue.tasks.resubmit_stale_runs", "schedule": timedelta(seconds=60)},
     "expire-leases": {"task": "reviewqueue.tasks.expire_leases", "schedule": timedelta(seconds=15)},
+    # Webhook events whose announcement was lost, or whose retry is due.
+    "sweep-webhooks": {"task": "reviewqueue.tasks.webhooks.sweep", "schedule": timedelta(seconds=5)},
 }
 # A run still "running" this long after its last start lost its message
 # (e.g. the embedded broker's worker was killed outright); it is sent again.
@@ -290,6 +292,20 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 12 * 1024 * 
 # Agent output bigger than this is stored cut, with a visible marker.
 REVIEWQUEUE_MAX_OUTPUT_CHARS = envint("REVIEWQUEUE_MAX_OUTPUT_CHARS", 500_000)
 REVIEWQUEUE_UNDO_SECONDS = envint("REVIEWQUEUE_UNDO_SECONDS", 15)
+
+# Webhooks (docs/API.md). Callback URLs may name only these hosts (exact
+# names, or "host:port"), so a producer cannot make the server call an
+# internal address; empty allows none.
+WEBHOOK_ALLOWED_HOSTS = envlist("WEBHOOK_ALLOWED_HOSTS", "")
+# One attempt's whole budget (connect, send, read): a hanging receiver costs this, once.
+WEBHOOK_TIMEOUT_SECONDS = envint("WEBHOOK_TIMEOUT_SECONDS", 5)
+# Retries back off exponentially from the first delay up to the longest, with
+# jitter, and give up once an event is this old (about a day).
+WEBHOOK_RETRY_FIRST_SECONDS = envint("WEBHOOK_RETRY_FIRST_SECONDS", 10)
+WEBHOOK_RETRY_MAX_SECONDS = envint("WEBHOOK_RETRY_MAX_SECONDS", 3600)
+WEBHOOK_GIVE_UP_SECONDS = envint("WEBHOOK_GIVE_UP_SECONDS", 86_400)
+# Attempts in flight to one receiver at once: a hanging endpoint holds at most this many worker slots.
+WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT = envint("WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", 2)
 
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
 LOGGING = {

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Min, QuerySet, Sum
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
 from loops.intervals import wilson_interval
@@ -28,6 +28,7 @@ from .models import (
     ReviewItem,
     StepLimitChange,
     Verdict,
+    WebhookDelivery,
 )
 
 # Windows an operator can pick for measured rates ("from live data").
@@ -339,3 +340,107 @@ def snapshot(*, window: timedelta = RATE_WINDOWS[DEFAULT_RATE_WINDOW], now: date
         "audit_n": audit.n,
         "generated_at": now.isoformat(),
     }
+
+
+# --- webhook deliveries -----------------------------------------------------------------
+
+# Upper bounds (seconds) of the created -> delivered histogram on /metrics: a
+# first attempt lands in the first few; retries spread over the rest of a day.
+DELIVERY_LATENCY_BUCKETS = (
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    1800.0,
+    3600.0,
+    21600.0,
+    86400.0,
+)
+# The dashboard calls an endpoint failing over this window.
+FAILING_WINDOW = timedelta(hours=24)
+
+
+def delivery_counts() -> dict[str, int]:
+    """Webhook deliveries by status (pending, delivered, failed), zeros included."""
+    found = dict(WebhookDelivery.objects.values_list("status").annotate(n=Count("pk")).values_list("status", "n"))
+    return {status: found.get(status, 0) for status in WebhookDelivery.Status.values}
+
+
+def delivery_attempts_total() -> int:
+    return WebhookDelivery.objects.aggregate(n=Sum("attempts"))["n"] or 0
+
+
+@dataclass(frozen=True)
+class LatencyHistogram:
+    """Cumulative counts per upper bound, the total and the sum in seconds."""
+
+    buckets: list[tuple[float, int]]
+    count: int
+    sum_seconds: float
+
+
+def delivery_latency() -> LatencyHistogram:
+    """Created -> delivered for every delivered event, in one aggregate query."""
+    latency = ExpressionWrapper(F("delivered_at") - F("created_at"), output_field=DurationField())
+    delivered = WebhookDelivery.objects.filter(status=WebhookDelivery.Status.DELIVERED, delivered_at__isnull=False)
+    counts = {
+        f"le{i}": Count("pk", filter=Q(delivered_at__lte=F("created_at") + timedelta(seconds=bound)))
+        for i, bound in enumerate(DELIVERY_LATENCY_BUCKETS)
+    }
+    row = delivered.aggregate(n=Count("pk"), total=Sum(latency), **counts)
+    total = row["total"]
+    return LatencyHistogram(
+        buckets=[(bound, row[f"le{i}"]) for i, bound in enumerate(DELIVERY_LATENCY_BUCKETS)],
+        count=row["n"],
+        sum_seconds=total.total_seconds() if total is not None else 0.0,
+    )
+
+
+@dataclass(frozen=True)
+class FailingEndpoint:
+    url: str
+    retrying: int
+    failed: int
+    last_attempt_at: datetime | None
+    last_error: str
+    last_status_code: int | None
+
+
+def failing_endpoints(*, now: datetime | None = None, limit: int = 20) -> list[FailingEndpoint]:
+    """Callback URLs with events being retried (pending after an attempt) or
+    given up in the last day, worst first, with the latest error seen: one query."""
+    since = (now or timezone.now()) - FAILING_WINDOW
+    troubled = Q(status=WebhookDelivery.Status.PENDING, attempts__gt=0) | Q(
+        status=WebhookDelivery.Status.FAILED, last_attempt_at__gte=since
+    )
+    latest = WebhookDelivery.objects.filter(troubled, url=OuterRef("url")).order_by("-last_attempt_at", "-pk")
+    grouped = (
+        WebhookDelivery.objects.filter(troubled)
+        .values("url")
+        .annotate(
+            retrying=Count("pk", filter=Q(status=WebhookDelivery.Status.PENDING)),
+            failed=Count("pk", filter=Q(status=WebhookDelivery.Status.FAILED)),
+            last=Max("last_attempt_at"),
+            error=Subquery(latest.values("last_error")[:1]),
+            code=Subquery(latest.values("last_status_code")[:1]),
+        )
+        .order_by("-failed", "-retrying", "url")[:limit]
+    )
+    return [
+        FailingEndpoint(
+            url=row["url"],
+            retrying=row["retrying"],
+            failed=row["failed"],
+            last_attempt_at=row["last"],
+            last_error=row["error"] or "",
+            last_status_code=row["code"],
+        )
+        for row in grouped
+    ]

@@ -22,6 +22,7 @@ TOKEN_PREFIX_LEN = 8
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 # Items from operators' loop runs are filed under these producer names.
 RESERVED_PRODUCER_PREFIX = "loop:"
+WEBHOOK_SECRET_PREFIX = "whsec_"
 
 
 def hash_token(token: str) -> str:
@@ -29,12 +30,26 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def new_webhook_secret() -> str:
+    """A signing secret for webhooks: 256 random bits. Kept in the clear, since
+    the server signs with it; shown to the producer once."""
+    return f"{WEBHOOK_SECRET_PREFIX}{secrets.token_urlsafe(32)}"
+
+
 def issue_token(
-    *, name: str, scopes: Collection[str], created_by: AbstractBaseUser | None = None
+    *,
+    name: str,
+    scopes: Collection[str],
+    created_by: AbstractBaseUser | None = None,
+    webhook_url: str = "",
 ) -> tuple[ApiToken, str]:
     """Create a token with exactly ``scopes``; the plain text is returned once
     and never stored. Raises ValueError for an unknown scope or a reserved or
-    empty name. Not idempotent: each call issues a new token."""
+    empty name. Not idempotent: each call issues a new token.
+
+    With ``webhook_url`` (checked by the caller) the token gets a signing
+    secret (``token.webhook_secret``, for the caller to show once) and its
+    producer's items and runs default to that callback URL."""
     name = name.strip()
     if not name or len(name) > 100 or not name.isprintable():
         raise ValueError("a token's name is 1 to 100 printable characters")
@@ -52,8 +67,20 @@ def issue_token(
         # In the order the scopes are declared, whatever order they came in.
         scopes=[scope for scope in ApiToken.Scope.values if scope in set(scopes)],
         created_by=created_by,
+        webhook_url=webhook_url,
+        webhook_secret=new_webhook_secret() if webhook_url else "",
     )
     return token, plain
+
+
+def rotate_webhook_secret(token: ApiToken) -> str:
+    """Give ``token`` a new signing secret, effective for the next attempt; the
+    old one stops signing at once. Events a receiver refuses meanwhile are
+    retried, so rotating loses nothing (docs/SECURITY.md)."""
+    secret = new_webhook_secret()
+    ApiToken.objects.filter(pk=token.pk).update(webhook_secret=secret)
+    token.webhook_secret = secret
+    return secret
 
 
 def token_for(raw: str) -> ApiToken | None:

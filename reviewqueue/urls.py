@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .views import api, auth, metrics, ops, review
+from .views import api, auth, deliveries, metrics, ops, review
 
 review_urls = (
     [
@@ -18,6 +18,7 @@ review_urls = (
         path("next/", review.next_item, name="next"),
         path("undo/", review.undo, name="undo"),
         path("<int:item_id>/decide/", review.decide, name="decide"),
+        path("<int:item_id>/send-back/", review.send_back, name="send_back"),
         path("<int:item_id>/skip/", review.skip, name="skip"),
         path("<int:item_id>/renew/", review.renew, name="renew"),
     ],
@@ -36,6 +37,8 @@ ops_urls = (
         path("whatif/<int:run_id>/", ops.whatif_result, name="whatif_result"),
         path("export/", ops.export, name="export"),
         path("export/download/", ops.export_download, name="export_download"),
+        path("deliveries/", deliveries.deliveries, name="deliveries"),
+        path("deliveries/<int:delivery_id>/redeliver/", deliveries.redeliver, name="delivery_redeliver"),
     ],
     "ops",
 )
@@ -49,6 +52,9 @@ urlpatterns = [
     path("login/", auth.login_view, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("health/", auth.health, name="health"),
+    # Outside the review namespace: operators may read an item too, which
+    # every other review URL refuses them.
+    path("review/items/<int:item_id>/", review.item_page, name="review_item"),
     path("review/", include(review_urls)),
     path("ops/", include(ops_urls)),
     # Before the API's own routes: a page for people, signed in, not a token endpoint.

@@ -58,6 +58,13 @@ def test_pure_module_loads_no_django(module: str) -> None:
     assert not {m for m in loaded if m == "celery" or m.startswith("celery.")}
 
 
+def test_the_client_loads_neither_django_nor_celery() -> None:
+    # Producers install the client without the server's dependencies.
+    loaded = loaded_after_import("reviewqueue.client")
+    assert {"reviewqueue.client", "httpx"} <= loaded
+    assert not {m for m in loaded if m.split(".")[0] in ("django", "celery", "kombu", "ninja")}
+
+
 def test_the_check_itself_sees_django_when_it_is_imported() -> None:
     # Guards the test above against passing because it could not see anything.
     assert "django" in loaded_after_import("django.db")

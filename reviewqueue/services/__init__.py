@@ -14,7 +14,7 @@ admission            ``admission`` (checks, the general path, filter gates)
 one-statement admit  ``admission_pg`` (PostgreSQL: its SQL and cursor state)
 depth and mode       ``depth`` (kept depth, mode history, reconciling)
 leases               ``leases`` (claim, release, renew, expiry)
-verdicts and undo    ``verdicts`` (decide, undo, tuner feedback, rule proposals)
+verdicts and undo    ``verdicts`` (decide, send back, undo, tuner feedback, rule proposals)
 operator decisions   ``queue_policy`` (policy settings, filter-rule decisions)
 input hygiene        ``cleaning`` (clean_text, clean_json)
 errors               ``errors`` (QueueError and its subclasses)
@@ -28,11 +28,20 @@ from __future__ import annotations
 from .admission import admit, enabled_gates
 from .cleaning import TRUNCATION_MARKER, clean_json, clean_text
 from .depth import queue_depth, reconcile_depth
-from .errors import AlreadyDecided, InvalidInput, LeaseExpired, NothingToUndo, NotLeaseHolder, QueueError, UnknownGate
+from .errors import (
+    AlreadyDecided,
+    InvalidInput,
+    LeaseExpired,
+    NothingToUndo,
+    NotLeaseHolder,
+    QueueError,
+    UndoRefused,
+    UnknownGate,
+)
 from .leases import claim, current_claim, expire_leases, release, renew
 from .outcomes import AdmitResult
 from .queue_policy import decide_rule, policy_update
-from .verdicts import decide, undo
+from .verdicts import decide, send_back, undo
 
 __all__ = [
     "TRUNCATION_MARKER",
@@ -43,6 +52,7 @@ __all__ = [
     "NotLeaseHolder",
     "NothingToUndo",
     "QueueError",
+    "UndoRefused",
     "UnknownGate",
     "admit",
     "claim",
@@ -58,5 +68,6 @@ __all__ = [
     "reconcile_depth",
     "release",
     "renew",
+    "send_back",
     "undo",
 ]

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from .. import policy
 from ..models import CircuitBreakerEntry, CutoffReason, FilterRule, QueuePolicy, ReviewItem
-from . import admission_pg
+from . import admission_pg, outbox
 from .cleaning import clean_text, short_text
 from .depth import set_state
 from .errors import InvalidInput
@@ -34,6 +34,7 @@ _CUTOFF_REASONS = frozenset(CutoffReason.values)
 _LABELS = frozenset(ReviewItem.Label.values)
 
 
+# Long: one keyword per field of the item; the body is short.
 def admit(
     *,
     idempotency_key: str,
@@ -54,6 +55,8 @@ def admit(
     checks_total: int | None = None,
     failing_checks: Sequence[Mapping[str, Any]] = (),
     reviewed_score: float | None = None,
+    callback_url: str = "",
+    previous_version: ReviewItem | None = None,
     now: datetime | None = None,
 ) -> AdmitResult:
     """Admit one produced output to the queue under the watermark policy.
@@ -63,13 +66,14 @@ def admit(
     grade, and ``failing_checks`` (``{"id", "about"}``) the hidden checks it
     fails with the reviewer's description of each; for a scored task,
     ``reviewed_score`` is the stop rule's estimate of that attempt's quality.
+    ``callback_url`` (checked by the caller) gets the item's events;
+    ``previous_version``: the item whose send-back led to this output.
 
     Safe to repeat: a second call with the same ``idempotency_key`` from the
     same ``producer`` changes nothing and answers "duplicate" with the first
-    call's item; keys are unique per producer, so another producer's equal key
-    is a different item. At capacity the
-    lowest-priority waiting item (the incoming one included) is shed and
-    written to the circuit-breaker log; nothing is ever deleted.
+    call's item; keys are unique per producer. At capacity the lowest-priority
+    waiting item (the incoming one included) is shed and written to the
+    circuit-breaker log; nothing is ever deleted.
     """
     key = _checked_key(idempotency_key)
     _check_choices(cutoff_reason, label, priority, attempt_count)
@@ -87,6 +91,9 @@ def admit(
         priority=priority,
         source_run_id=short_text(source_run_id, 200),
         producer=short_text(producer, 100),
+        callback_url=callback_url,
+        version=previous_version.version + 1 if previous_version is not None else 1,
+        previous_version=previous_version,
         created_at=now,
         **texts,
         **grade,
@@ -223,6 +230,7 @@ def _admit_locked(item: ReviewItem, now: datetime) -> AdmitResult:
             item.filter_reason = "; ".join(failures)
             item.decided_at = now
             item.save()
+            outbox.item_filtered(item, now)
             return AdmitResult("filtered", item, queue.mode, depth=depth)
 
         result = _plan_and_apply(queue, item, now)
@@ -295,6 +303,7 @@ def _shed_waiting(lowest: ReviewItem, *, displaced_by: ReviewItem, queue: QueueP
         displaced_by=displaced_by,
         created_at=now,
     )
+    outbox.item_shed(lowest, now)
     return lowest
 
 
@@ -306,6 +315,7 @@ def _shed_incoming(item: ReviewItem, *, queue: QueuePolicy, now: datetime) -> Re
     CircuitBreakerEntry.objects.create(
         item=item, priority=item.priority, depth=queue.depth, capacity=queue.capacity, incoming=True, created_at=now
     )
+    outbox.item_shed(item, now)
     return item
 
 

@@ -41,6 +41,12 @@ class NothingToUndo(QueueError):
     code = "nothing_to_undo"
 
 
+class UndoRefused(NothingToUndo):
+    """The last verdict cannot be taken back: a send-back whose resumed run has started."""
+
+    code = "undo_refused"
+
+
 class UnknownGate(QueueError):
     """A filter rule whose gate this version does not know: it cannot be enabled."""
 

@@ -11,8 +11,17 @@ eager mode, routes, the publish retry policy and a test's patch of
 ``run_loop.delay`` all apply as to a direct call. ``Celery.send_task`` was not
 used: it ignores eager mode, which the benches run in.
 
-Queue state changes go through the services facade (``services.admit``), so
-the locking and repeat-safety stated there hold here too.
+Queue state changes go through the admission service (``admission.admit``),
+so the locking and repeat-safety stated there hold here too. It imports the
+service modules it calls rather than the package, so that ``verdicts`` can
+resume a sent-back run through here without an import cycle.
+
+A run *resumed* after a reviewer sent its item back (``resume_sent_back``) is
+an ordinary run with ``resumed_from`` and ``resume_note`` set: its row is
+written in the send-back's transaction, published after the commit like any
+other, and the loop starts from the sent-back output with the note in its
+prompts. If it is cut off again, its item is the next version of the one
+sent back.
 """
 
 from __future__ import annotations
@@ -28,13 +37,17 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from reviewqueue import policy, services
+from reviewqueue import policy
 
 from ..models import LoopRun, QueuePolicy, ReviewItem
+from . import outbox
+from .admission import admit, enabled_gates
+from .cleaning import clean_json
 
 if TYPE_CHECKING:
     from celery import Task as CeleryTask
 
+    from loops.hints import Resume
     from loops.result import LoopResult
     from loops.runner import LoopConfig
     from loops.spec import Task
@@ -69,9 +82,12 @@ def submit_loop(
     agent: str = "scripted",
     agent_options: dict | None = None,
     producer: str = "",
+    callback_url: str = "",
 ) -> LoopRun:
     """submit_run() for callers that need only the run."""
-    return submit_run(task=task, run_id=run_id, agent=agent, agent_options=agent_options, producer=producer)[0]
+    return submit_run(
+        task=task, run_id=run_id, agent=agent, agent_options=agent_options, producer=producer, callback_url=callback_url
+    )[0]
 
 
 def submit_run(
@@ -81,19 +97,27 @@ def submit_run(
     agent: str = "scripted",
     agent_options: dict | None = None,
     producer: str = "",
+    callback_url: str = "",
+    resumed_from: LoopRun | None = None,
+    resume_note: str = "",
 ) -> tuple[LoopRun, bool]:
     """Record a loop run and enqueue it once the row is committed; returns the
     run and whether this call created it. Run ids are unique per ``producer``
-    (an API token's name; blank for operators' runs).
+    (an API token's name; blank for operators' runs). ``callback_url``
+    (already checked by the caller) receives the run's and its item's events.
 
     Safe to repeat, concurrently too: the (producer, run id) constraint lets
     exactly one call create the row and enqueue it; every other call returns
     the existing row with created False and enqueues nothing, unless the
     earlier publish failed (broker down), in which case it is sent again.
-    Raises BrokerUnavailable when the broker stays unreachable."""
+    Raises BrokerUnavailable when the broker stays unreachable.
+
+    ``resumed_from`` and ``resume_note`` (already redacted) make it a run
+    resumed after a send-back (``resume_sent_back``)."""
     parsed = _parse_task(task)  # TaskError on a bad task, before anything is stored
+    resume = {"resumed_from": resumed_from, "resume_note": resume_note} if resumed_from is not None else {}
     with transaction.atomic():
-        run, created = _record_run(parsed, run_id, agent, agent_options, producer)
+        run, created = _record_run(parsed, run_id, agent, agent_options, producer, callback_url, **resume)
         unsent = (
             not created
             and run.outcome == LoopRun.Outcome.RUNNING
@@ -114,11 +138,17 @@ def _parse_task(task: dict[str, Any]) -> Task:
     # processes that never parse a task (ARCHITECTURE.md, layers).
     from loops.spec import Task
 
-    return Task.from_dict(services.clean_json(task))
+    return Task.from_dict(clean_json(task))
 
 
 def _record_run(
-    parsed: Task, run_id: str, agent: str, agent_options: dict | None, producer: str = ""
+    parsed: Task,
+    run_id: str,
+    agent: str,
+    agent_options: dict | None,
+    producer: str = "",
+    callback_url: str = "",
+    **resume: Any,
 ) -> tuple[LoopRun, bool]:
     """The run's row, created on first sight of (producer, run id), the idempotency key of a loop."""
     return LoopRun.objects.get_or_create(
@@ -130,6 +160,8 @@ def _record_run(
             "task": parsed.to_dict(),
             "agent": agent,
             "agent_options": agent_options or {},
+            "callback_url": callback_url,
+            **resume,
         },
     )
 
@@ -193,13 +225,19 @@ def execute_run(
     """
     parsed = _parse_task(task)
     run, _ = _record_run(parsed, run_id, agent, agent_options, producer)
-    if run.outcome != LoopRun.Outcome.RUNNING:
+    # Started only while still running, in one statement: a send-back undone
+    # meanwhile (which cancels its run only while no worker has started it)
+    # and this start cannot both win.
+    started = LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
+        deliveries=F("deliveries") + 1, updated_at=timezone.now()
+    )
+    if not started:
+        run.refresh_from_db(fields=["outcome"])
         return run.outcome
-    LoopRun.objects.filter(pk=run.pk).update(deliveries=F("deliveries") + 1, updated_at=timezone.now())
 
     queue = QueuePolicy.current()
     config = _live_config(queue)
-    result = _run_agent(run, parsed, agent, agent_options, config)
+    result = _run_agent(run, parsed, agent, agent_options, config, resume=_resume_of(run))
     if result is None:
         return LoopRun.Outcome.FAILED
     return record_finished_run(run, parsed, result, config=config, queue=queue, agent=agent, producer=producer)
@@ -210,11 +248,17 @@ def _live_config(queue: QueuePolicy) -> LoopConfig:
     from loops.runner import LoopConfig
 
     draft = policy.loop_runs_draft(policy.Mode(queue.mode))
-    return LoopConfig(step_limit=queue.step_limit, draft=draft, gates=tuple(services.enabled_gates()))
+    return LoopConfig(step_limit=queue.step_limit, draft=draft, gates=tuple(enabled_gates()))
 
 
 def _run_agent(
-    run: LoopRun, parsed: Task, agent: str, agent_options: dict | None, config: LoopConfig
+    run: LoopRun,
+    parsed: Task,
+    agent: str,
+    agent_options: dict | None,
+    config: LoopConfig,
+    *,
+    resume: Resume | None = None,
 ) -> LoopResult | None:
     """Run the loop; on an agent error or a red line that cannot be sandboxed,
     mark the run failed (once: only while it is still running) and return None."""
@@ -223,7 +267,7 @@ def _run_agent(
     from loops.sandbox import SandboxUnavailable
 
     try:
-        return run_task(parsed, make_agent(agent, task=parsed, **(agent_options or {})), config)
+        return run_task(parsed, make_agent(agent, task=parsed, **(agent_options or {})), config, resume=resume)
     except SandboxUnavailable as exc:
         # Fail closed: hidden checks never run unsandboxed unless REDLINE_SANDBOX=none.
         _mark_failed(run, exc)
@@ -235,10 +279,16 @@ def _run_agent(
 
 
 def _mark_failed(run: LoopRun, exc: Exception) -> None:
-    """Record a run as failed with its error, unless it has finished already."""
-    LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
-        outcome=LoopRun.Outcome.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
-    )
+    """Record a run as failed with its error, unless it has finished already,
+    and, in the same transaction, its ``run.finished`` event."""
+    now = timezone.now()
+    with transaction.atomic():
+        failed = LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
+            outcome=LoopRun.Outcome.FAILED, error=str(exc)[:2000], finished_at=now
+        )
+        if failed and run.callback_url:
+            run.refresh_from_db()
+            outbox.run_finished(run, None, now)
 
 
 def record_finished_run(
@@ -258,6 +308,8 @@ def record_finished_run(
     Safe to repeat: admit() is idempotent on the run id, sampling is seeded by
     it, and the run is updated only while it is still running."""
     fields = _item_fields(parsed, result, run.run_id, agent, producer)
+    fields["callback_url"] = run.callback_url
+    fields["previous_version"] = _sent_back_item(run)
     sampled = False
     item: ReviewItem | None = None
     if result.converged:
@@ -265,7 +317,7 @@ def record_finished_run(
         item = _sample_for_audit(parsed, queue, run.run_id, fields)
         sampled = item is not None
     else:
-        admitted = services.admit(**fields, cutoff_reason=result.stop_reason, draft=result.draft)
+        admitted = admit(**fields, cutoff_reason=result.stop_reason, draft=result.draft)
         item = admitted.item
         outcome = LoopRun.Outcome(admitted.outcome) if admitted.outcome != "duplicate" else _earlier_outcome(item)
     _save_outcome(run, result, outcome, config=config, sampled=sampled, item=item)
@@ -320,15 +372,27 @@ def _sample_for_audit(parsed: Task, queue: QueuePolicy, run_id: str, fields: dic
     rate = parsed.sampling_rate if parsed.sampling_rate is not None else queue.sampling_rate
     # Seeded by the run id, so a rerun samples the same way.
     if parsed.kind is TaskKind.GREY and policy.sample_for_audit(random.Random(run_id), rate):
-        return services.admit(**fields, cutoff_reason="sampled", label=ReviewItem.Label.SAMPLED).item
+        return admit(**fields, cutoff_reason="sampled", label=ReviewItem.Label.SAMPLED).item
     return None
 
 
 def _save_outcome(
     run: LoopRun, result: LoopResult, outcome: str, *, config: LoopConfig, sampled: bool, item: ReviewItem | None
 ) -> None:
-    """Write the loop's outcome and figures on the run, if it is still running."""
-    LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
+    """Write the loop's outcome and figures on the run, if it is still running,
+    and, in the same transaction, its ``run.finished`` event."""
+    with transaction.atomic():
+        finished = _write_outcome(run, result, outcome, config=config, sampled=sampled, item=item)
+        if finished and run.callback_url:
+            run.refresh_from_db()
+            outbox.run_finished(run, item, run.finished_at or timezone.now())
+
+
+def _write_outcome(
+    run: LoopRun, result: LoopResult, outcome: str, *, config: LoopConfig, sampled: bool, item: ReviewItem | None
+) -> int:
+    """The outcome's single UPDATE; 1 if this call finished the run, 0 if an earlier one had."""
+    return LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
         outcome=outcome,
         stop_reason=result.stop_reason,
         attempts=result.attempts,
@@ -352,3 +416,115 @@ def _earlier_outcome(item: ReviewItem) -> str:
     if item.shed_entries.filter(incoming=True).exists():
         return LoopRun.Outcome.SHED
     return LoopRun.Outcome.ENQUEUED
+
+
+# --- resuming a run after a send-back ---------------------------------------------------
+
+# What a resumed run cancelled by an undone send-back says in its error; a
+# later send-back of the same item reopens it rather than making a new one.
+CANCELLED = "cancelled: the send-back was undone"
+
+
+def resumed_run_id(run_id: str, version: int) -> str:
+    """The run id of the run that makes ``version`` of an item: the first
+    run's id with ``~v<version>``, so a producer reads the lineage from it
+    (``build-7``, ``build-7~v2``, ``build-7~v3``), cut to fit 200 characters."""
+    base = run_id.rsplit("~v", 1)[0] if "~v" in run_id else run_id
+    suffix = f"~v{version}"
+    return base[: 200 - len(suffix)] + suffix
+
+
+def _free_resumed_run_id(run: LoopRun, item: ReviewItem) -> str:
+    """The derived run id, unless the producer already used it for a run of
+    its own (run ids are the producer's to choose): then the same id with the
+    sent-back item's id added, which no producer's run can be resuming."""
+    derived = resumed_run_id(run.run_id, item.version + 1)
+    taken = LoopRun.objects.filter(producer=run.producer, run_id=derived).exclude(resumed_from=run).exists()
+    if not taken:
+        return derived
+    suffix = f".{item.pk}"
+    return derived[: 200 - len(suffix)] + suffix
+
+
+def run_of_item(item: ReviewItem) -> LoopRun | None:
+    """The run our workers ran whose output this item is; None for an item
+    an external producer pushed (its producer hears ``item.sent_back``)."""
+    return LoopRun.objects.filter(item=item).order_by("-pk").first()
+
+
+def resume_sent_back(item: ReviewItem, note: str) -> LoopRun | None:
+    """Write the run that resumes ``item``'s run after a send-back, in the
+    caller's transaction, and publish it after the commit; None when no run
+    of ours made the item. Same producer and callback URL as the run sent
+    back; its note is redacted against the task's hidden checks before it is
+    stored, so neither the row nor a prompt ever holds a check's text.
+
+    Safe to repeat: the derived run id makes a second call find the first
+    call's run (a run cancelled by an undo is reopened with the new note)."""
+    from loops.hints import Redactor
+
+    run = run_of_item(item)
+    if run is None:
+        return None
+    parsed = _parse_task(run.task)
+    redacted = Redactor.for_secrets(parsed.secrets()).redact(note)
+    run_id = _free_resumed_run_id(run, item)
+    _reopen_if_cancelled(run.producer, run_id, redacted)
+    resumed, _ = submit_run(
+        task=run.task,
+        run_id=run_id,
+        agent=run.agent,
+        agent_options=run.agent_options,
+        producer=run.producer,
+        callback_url=run.callback_url,
+        resumed_from=run,
+        resume_note=redacted,
+    )
+    log.info("run resumed after send-back", extra={"run_id": run_id, "item": item.pk, "resumed_from": run.run_id})
+    return resumed
+
+
+def _reopen_if_cancelled(producer: str, run_id: str, note: str) -> None:
+    """A resumed run cancelled by an undone send-back runs again, with the new
+    note, as if never cancelled: back to running and unsent, so submit_run
+    sends it (its message may still be queued too; the run is idempotent)."""
+    LoopRun.objects.filter(producer=producer, run_id=run_id, outcome=LoopRun.Outcome.FAILED, error=CANCELLED).update(
+        outcome=LoopRun.Outcome.RUNNING,
+        error=f"{PUBLISH_FAILED}: reopened after an undone send-back",
+        deliveries=0,
+        resume_note=note,
+        finished_at=None,
+        updated_at=timezone.now(),
+    )
+
+
+def cancel_resumed_run(item: ReviewItem) -> bool:
+    """Cancel the run resumed from ``item``'s send-back, if no worker has
+    started it; True if there is none or it was cancelled, False once it has
+    started (then the send-back can no longer be undone). One conditional
+    UPDATE, so a worker starting it at the same moment and this cannot both
+    win (``execute_run`` starts a run with the mirror-image UPDATE)."""
+    resumed = LoopRun.objects.filter(resumed_from__item=item)
+    if not resumed.exists():
+        return True
+    cancelled = resumed.filter(outcome=LoopRun.Outcome.RUNNING, deliveries=0).update(
+        outcome=LoopRun.Outcome.FAILED, error=CANCELLED, finished_at=timezone.now()
+    )
+    return bool(cancelled)
+
+
+def _resume_of(run: LoopRun) -> Resume | None:
+    """Where a resumed run starts: the sent-back item's output and the note."""
+    from loops.hints import Resume
+
+    item = _sent_back_item(run)
+    if item is None:
+        return None
+    return Resume(output=item.final_output, note=run.resume_note)
+
+
+def _sent_back_item(run: LoopRun) -> ReviewItem | None:
+    """The item a resumed run's output follows on from: its next version."""
+    if run.resumed_from_id is None:
+        return None
+    return ReviewItem.objects.filter(looprun=run.resumed_from_id).first()

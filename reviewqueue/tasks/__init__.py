@@ -10,5 +10,6 @@ package, which imports its modules here so that all of them register.
 
 from .loops import resubmit_stale_runs, run_loop
 from .ops import expire_leases, run_simulation, sample_depth
+from .webhooks import deliver, sweep
 
-__all__ = ["expire_leases", "resubmit_stale_runs", "run_loop", "run_simulation", "sample_depth"]
+__all__ = ["deliver", "expire_leases", "resubmit_stale_runs", "run_loop", "run_simulation", "sample_depth", "sweep"]

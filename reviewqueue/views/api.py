@@ -24,6 +24,7 @@ from .. import services, stats
 from ..middleware import RETRY_AFTER_SECONDS
 from ..models import ApiToken, CutoffReason, LoopRun, QueuePolicy, ReviewItem
 from ..tokens import token_for
+from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
 # Request bodies above this are refused with 413 before they are parsed. Outputs
 # longer than REVIEWQUEUE_MAX_OUTPUT_CHARS inside a smaller body are truncated
@@ -112,6 +113,47 @@ def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpRespons
     )
 
 
+# --- callback URLs ----------------------------------------------------------------------------
+
+CALLBACK_URL_HELP = (
+    "optional; where this item's (or run's) webhook events go, instead of the token's default. "
+    "Its host must be in the server's WEBHOOK_ALLOWED_HOSTS, and the producer needs a webhook secret"
+)
+
+
+class CallbackUrlRefused(Exception):
+    """A callback URL the server will not call (400 with ``code``)."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code, self.detail = code, detail
+
+
+@api.exception_handler(CallbackUrlRefused)
+def on_callback_refused(request: HttpRequest, exc: CallbackUrlRefused) -> HttpResponse:
+    body = {"error": exc.code, "fields": {"callback_url": exc.detail}, "detail": exc.detail}
+    return api.create_response(request, body, status=400)
+
+
+def callback_url_for(token: ApiToken, requested: str | None) -> str:
+    """The callback URL for what this request creates: the one it names,
+    checked against WEBHOOK_ALLOWED_HOSTS, or else the token's default (which
+    delivery checks again). A producer with no webhook secret cannot name
+    one: it could never verify our signature, and nothing is sent unsigned."""
+    if requested is None or not requested.strip():
+        return token.webhook_url
+    try:
+        url = check_callback_url(requested.strip())
+    except CallbackRefused as exc:
+        raise CallbackUrlRefused(exc.code, exc.detail) from None
+    if not secret_for(producer_of(token)):
+        raise CallbackUrlRefused(
+            "callback_url_needs_secret",
+            "this producer has no webhook signing secret; issue a token with create_api_token --webhook URL",
+        )
+    return url
+
+
 # --- schemas ----------------------------------------------------------------------------------
 
 
@@ -147,6 +189,12 @@ class OutputIn(Schema):
     checks_total: int | None = Field(None, ge=1, le=10_000)
     failing_checks: list[FailingCheckIn] = Field(default_factory=list, max_length=1000)
     reviewed_score: float | None = Field(None, ge=0, le=1, description="scored tasks: that attempt's estimated quality")
+    previous_item: int | None = Field(
+        None,
+        ge=1,
+        description="the item of yours a reviewer sent back, which this output revises: it becomes its next version",
+    )
+    callback_url: str | None = Field(None, max_length=2000, description=CALLBACK_URL_HELP)
 
     @field_validator(
         "task_description", "final_output", "last_error", "task_id", "task_kind", "source_run_id", mode="before"
@@ -176,6 +224,7 @@ class TaskIn(Schema):
     task: dict[str, Any] = Field(..., description="a task definition: id, description, kind, checks, ...")
     run_id: str | None = Field(None, min_length=1, max_length=200, description="optional; makes the call repeatable")
     agent: Literal["scripted", "scored"] = "scripted"
+    callback_url: str | None = Field(None, max_length=2000, description=CALLBACK_URL_HELP)
 
 
 class RunOut(Schema):
@@ -184,6 +233,9 @@ class RunOut(Schema):
     outcome: str
     item_id: int | None = None
     created: bool = False
+    resumed_from: str | None = Field(
+        None, description="the run whose item a reviewer sent back, which this one resumes"
+    )
 
 
 # --- endpoints ------------------------------------------------------------------------------
@@ -200,7 +252,10 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
     Idempotency keys are this producer's own: another producer's equal key
     is another item."""
     token = _token(request, ApiToken.Scope.OUTPUTS)
-    result = services.admit(producer=producer_of(token), **payload.model_dump())
+    fields = payload.model_dump()
+    fields["previous_version"] = _sent_back_item(producer_of(token), fields.pop("previous_item"))
+    fields["callback_url"] = callback_url_for(token, fields.pop("callback_url"))
+    result = services.admit(producer=producer_of(token), **fields)
     item = result.item
     queue_capacity = QueuePolicy.current().capacity
     body = {
@@ -231,7 +286,9 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
 
     from ..services.runs import BrokerUnavailable, submit_run
 
-    producer = producer_of(_token(request, ApiToken.Scope.TASKS))
+    token = _token(request, ApiToken.Scope.TASKS)
+    producer = producer_of(token)
+    callback_url = callback_url_for(token, payload.callback_url)
     run_id = payload.run_id or f"api-{uuid.uuid4().hex}"
     if not run_id.isprintable():
         # An identifier is refused, not cleaned: replacing a NUL with U+FFFD
@@ -241,7 +298,9 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     if refusal is not None:
         return refusal  # type: ignore[return-value]
     try:
-        run, created = submit_run(task=payload.task, run_id=run_id, agent=payload.agent, producer=producer)
+        run, created = submit_run(
+            task=payload.task, run_id=run_id, agent=payload.agent, producer=producer, callback_url=callback_url
+        )
     except (TaskError, TypeError, ValueError) as exc:
         raise services.InvalidInput("task", str(exc)) from None
     except BrokerUnavailable:
@@ -288,6 +347,7 @@ def _run_body(run: LoopRun, *, created: bool = False) -> dict[str, Any]:
         "outcome": run.outcome,
         "item_id": run.item_id,
         "created": created,
+        "resumed_from": run.resumed_from.run_id if run.resumed_from_id and run.resumed_from else None,
     }
 
 
@@ -325,11 +385,48 @@ def item_status(request: HttpRequest, item_id: int) -> Status[dict[str, Any]]:
     """Status only (never the output) for items this token's producer pushed
     or its runs produced; any other item answers 404."""
     token = _token(request, ApiToken.Scope.OUTPUTS, ApiToken.Scope.TASKS)
-    item = ReviewItem.objects.filter(pk=item_id, producer=producer_of(token)).first()
+    item = ReviewItem.objects.select_related("verdict").filter(pk=item_id, producer=producer_of(token)).first()
     if item is None:
         return Status(404, {"error": "not_found", "detail": f"no item {item_id} from this producer"})
-    decision = getattr(getattr(item, "verdict", None), "decision", None)
-    return Status(200, {"item_id": item.pk, "status": item.status, "decision": decision, "label": item.label})
+    return Status(200, _item_body(item))
+
+
+def _item_body(item: ReviewItem) -> dict[str, Any]:
+    """An item as its producer reads it: status, version and the verdict's
+    words (the reviewer's corrected output too, for an edited approval).
+    ``decision`` is kept beside ``verdict`` for producers that read it."""
+    verdict = getattr(item, "verdict", None)
+    return {
+        "item_id": item.pk,
+        "status": item.status,
+        "decision": verdict.decision if verdict is not None else None,
+        "label": item.label,
+        "version": item.version,
+        "previous_item": item.previous_version_id,
+        "verdict": (
+            {
+                "decision": verdict.decision,
+                "reason_label": verdict.reason_label,
+                "note": verdict.note,
+                "edited_output": verdict.edited_output or None,
+            }
+            if verdict is not None
+            else None
+        ),
+    }
+
+
+def _sent_back_item(producer: str, item_id: int | None) -> ReviewItem | None:
+    """The item a revised output follows on from: one of this producer's,
+    sent back by a reviewer; anything else is refused naming the field."""
+    if item_id is None:
+        return None
+    item = ReviewItem.objects.filter(pk=item_id, producer=producer).first()
+    if item is None:
+        raise services.InvalidInput("previous_item", f"no item {item_id} from this producer")
+    if item.status != ReviewItem.Status.SENT_BACK:
+        raise services.InvalidInput("previous_item", f"item {item_id} was not sent back (it is {item.status})")
+    return item
 
 
 # --- transport guard --------------------------------------------------------------------------

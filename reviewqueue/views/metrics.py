@@ -14,7 +14,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .. import stats
@@ -75,6 +75,28 @@ class QueueCollector(Collector):
         for outcome, n in stats.loop_outcomes().items():
             loops.add_metric([outcome], n)
         yield loops
+        yield from webhook_metrics()
+
+
+def webhook_metrics() -> Iterator[Metric]:
+    """Webhook events by outcome (pending, delivered, failed: given up), the
+    attempts made, and how long events took from the change to a 2xx."""
+    deliveries = GaugeMetricFamily(
+        "reviewqueue_webhook_deliveries", "Webhook events by delivery status.", labels=["status"]
+    )
+    for status, n in stats.delivery_counts().items():
+        deliveries.add_metric([status], n)
+    yield deliveries
+    yield CounterMetricFamily(
+        "reviewqueue_webhook_attempts", "Webhook delivery attempts made.", value=stats.delivery_attempts_total()
+    )
+    latency = stats.delivery_latency()
+    histogram = HistogramMetricFamily(
+        "reviewqueue_webhook_delivery_seconds", "Seconds from an event's creation to its receiver's 2xx."
+    )
+    buckets = [(f"{bound:g}", n) for bound, n in latency.buckets] + [("+Inf", latency.count)]
+    histogram.add_metric([], buckets, sum_value=latency.sum_seconds)
+    yield histogram
 
 
 def _registry() -> CollectorRegistry:

@@ -162,6 +162,7 @@ def dashboard_context() -> dict[str, Any]:
         "step_history": list(reversed(stats.step_limit_history(limit=10))),
         "shed_by_priority": stats.shed_by_priority(),
         "breaker": CircuitBreakerEntry.objects.select_related("item").order_by("-created_at", "-pk")[:20],
+        "failing_endpoints": stats.failing_endpoints(now=now),
         # Probed once per process: whether red lines run in bubblewrap here.
         "redline": redline_sandbox.status(),
         **rules_context(),

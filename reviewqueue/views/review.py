@@ -9,6 +9,7 @@ on an error page, each one says what happened and shows what to do next.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import statistics
 import time
@@ -19,21 +20,25 @@ from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.http import HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap, retarget
 
 from .. import services
-from ..access import reviewer_required
+from ..access import is_operator, is_reviewer, reviewer_required
 from ..middleware import when_database_lost
-from ..models import QueuePolicy, ReasonLabel, ReviewItem, Verdict
+from ..models import LoopRun, QueuePolicy, ReasonLabel, ReviewItem, Verdict
 from ..templatetags.time_tags import ago
 from .http import HtmxHttpRequest
 
 CARD = "review/queue.html#card"
+# What the decide form may ask for; a send-back has its own form and URL.
+DECIDE_CHOICES = (Verdict.Decision.APPROVE, Verdict.Decision.REJECT, Verdict.Decision.EDIT)
 LEASE = "review/queue.html#lease"
 RECENT_VERDICTS = 8
 PACE_SAMPLE = 20
@@ -60,6 +65,12 @@ class CardState:
     error: str = ""
     note: str = ""
     reason_label: str = ""
+    # Edit and approve, send back: which panel comes back open, with what the
+    # reviewer typed in it and what was wrong with it.
+    panel: str = ""
+    edited_output: str | None = None
+    send_back_note: str = ""
+    panel_error: str = ""
 
 
 def _context_panel(user: User) -> dict[str, object]:
@@ -115,6 +126,11 @@ def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 20
         "note": state.note,
         "reason_label": state.reason_label,
         "reason_labels": list(enumerate(ReasonLabel.choices, start=1)),
+        "panel": state.panel,
+        "edited_output": item.final_output if item is not None and state.edited_output is None else state.edited_output,
+        "send_back_note": state.send_back_note,
+        "panel_error": state.panel_error,
+        "history": history(item) if item is not None else [],
         "lease_left": item.lease_seconds_left() if item is not None else 0,
         "oob": bool(request.htmx),
         **_context_panel(request.user),
@@ -153,16 +169,20 @@ def _claim_next(request: HtmxHttpRequest, notices: list[Notice], *, just_skipped
 
 
 def _verdict_words(verdict: Verdict) -> str:
-    """'approved' or 'rejected (reason)'."""
+    """'approved', 'approved with edits', 'sent back' or 'rejected (reason)'."""
+    if verdict.decision == Verdict.Decision.EDIT:
+        return "approved with edits"
+    if verdict.decision == Verdict.Decision.SEND_BACK:
+        return "sent back"
     if verdict.approved:
         return "approved"
     return f"rejected ({verdict.get_reason_label_display()})"
 
 
-def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: str) -> Notice:
+def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: str, tried: str = "") -> Notice:
     """What was recorded on the item, by whom and when, and what became of
     this (second) verdict: two tabs, a double submit or another reviewer."""
-    tried = "approval" if approve else "rejection"
+    tried = tried or ("approval" if approve else "rejection")
     verdict = Verdict.objects.filter(item_id=item_id).select_related("reviewer").first()
     if verdict is None:  # a filter rule, not a person, decided it
         item = ReviewItem.objects.filter(pk=item_id).first()
@@ -177,6 +197,8 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
             "error",
         )
     same = verdict.approved == approve and (approve or verdict.reason_label == reason_label)
+    if tried == "send-back":
+        same = verdict.decision == Verdict.Decision.SEND_BACK
     if same:
         return Notice(f"Your verdict on item #{item_id} was already recorded ({recorded}); nothing changed.")
     undo_seconds = settings.REVIEWQUEUE_UNDO_SECONDS
@@ -281,12 +303,17 @@ def decide(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     decision = request.POST.get("decision", "")
     reason_label = request.POST.get("reason_label", "")
     note = request.POST.get("note", "")
-    if decision not in Verdict.Decision.values:
+    if decision not in DECIDE_CHOICES:
         return _invalid(request, item_id, "Choose Approve or Reject.", note, reason_label)
-    approve = decision == Verdict.Decision.APPROVE
+    approve = decision != Verdict.Decision.REJECT
+    edited = request.POST.get("edited_output", "") if decision == Verdict.Decision.EDIT else ""
     try:
-        said = _record_verdict(request, item_id, approve=approve, reason_label=reason_label, note=note)
-    except services.InvalidInput:
+        said = _record_verdict(
+            request, item_id, approve=approve, reason_label=reason_label, note=note, edited_output=edited
+        )
+    except services.InvalidInput as exc:
+        if exc.field == "edited_output":
+            return _invalid_panel(request, item_id, CardState(item=None, panel="edit", edited_output=edited), exc)
         return _invalid(request, item_id, "A rejection needs a reason: pick one of the five labels.", note, "")
     decided = time.perf_counter()
     state = _claim_next(request, [] if said is None else [said])
@@ -295,24 +322,28 @@ def decide(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
         if state.item is not None and state.item.pk == item_id:
             # The same item again: keep what the reviewer typed and picked.
             state.note, state.reason_label = note, "" if approve else reason_label
+            if edited:
+                state.panel, state.edited_output = "edit", edited
     response = _after_post(request, state)
     _add_server_timing(response, started, decided)
     return response
 
 
 def _record_verdict(
-    request: HtmxHttpRequest, item_id: int, *, approve: bool, reason_label: str, note: str
+    request: HtmxHttpRequest, item_id: int, *, approve: bool, reason_label: str, note: str, edited_output: str = ""
 ) -> Notice | None:
     """Record the verdict through services.decide and say what became of it;
-    None when the lease ran out first. A rejection without a reason raises
-    services.InvalidInput, for decide to show beside the form."""
+    None when the lease ran out first. A rejection without a reason, or an
+    edit over the size limit, raises services.InvalidInput, for decide to
+    show beside the form."""
     try:
-        services.decide(
+        verdict = services.decide(
             item_id=item_id,
             reviewer=request.user,
             approve=approve,
             reason_label="" if approve else reason_label,
             note=note,
+            edited_output=edited_output,
         )
     except services.InvalidInput:
         raise
@@ -325,6 +356,10 @@ def _record_verdict(
     except services.QueueError as exc:
         return Notice(f"{exc.message}. Your verdict was not recorded.", "error")
     verb = "Approved" if approve else f"Rejected ({ReasonLabel(reason_label).label})"
+    if verdict.decision == Verdict.Decision.EDIT:
+        verb = "Approved with your edits:"
+    elif edited_output:
+        verb = "Approved (the output was not changed):"
     seconds = settings.REVIEWQUEUE_UNDO_SECONDS
     return Notice(f"{verb} item #{item_id}. Undo (u) within {seconds} s takes it back.")
 
@@ -397,6 +432,9 @@ def undo(request: HtmxHttpRequest) -> HttpResponse:
     under a fresh lease and the item shown meanwhile goes back to the queue."""
     try:
         item = services.undo(reviewer=request.user)
+    except services.UndoRefused as exc:
+        current = services.current_claim(reviewer=request.user)
+        return _after_post(request, CardState(item=current, notices=[Notice(f"Not undone: {exc.message}.", "error")]))
     except services.NothingToUndo:
         current = services.current_claim(reviewer=request.user)
         seconds = settings.REVIEWQUEUE_UNDO_SECONDS
@@ -415,3 +453,172 @@ def undo(request: HtmxHttpRequest) -> HttpResponse:
             pass  # already gone back or decided: nothing held to give back
     notices = [Notice(f"Verdict on item #{item.pk} taken back; decide it again.")]
     return _after_post(request, CardState(item=item, notices=notices))
+
+
+# --- edit and approve, send back -----------------------------------------------------------
+
+
+def _invalid_panel(request: HtmxHttpRequest, item_id: int, state: CardState, exc: services.QueueError) -> HttpResponse:
+    """The same item again with its editor or note field open, the error in
+    it and what was typed kept; a notice instead if the item is gone."""
+    item = services.current_claim(reviewer=request.user)
+    if item is None or item.pk != item_id:
+        return _after_post(request, CardState(item=item, notices=[Notice(f"{exc.message}.", "error")]))
+    state.item, state.panel_error = item, _panel_error(exc)
+    return _render_card(request, state, status=200 if request.htmx else 400)
+
+
+def _panel_error(exc: services.QueueError) -> str:
+    if isinstance(exc, services.InvalidInput) and exc.field == "note":
+        return "Sending back needs a note: say what the next try should change."
+    if isinstance(exc, services.InvalidInput) and exc.field == "edited_output":
+        return f"The corrected output is too long ({exc.message.split(': ', 1)[-1]}); nothing was recorded."
+    return exc.message
+
+
+@when_database_lost(VERDICT_NOT_SAVED)
+@reviewer_post
+def send_back(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
+    """Send the held item back with a note, then hand out the next one. For
+    a run our workers ran, a new run resumes from this output with the note;
+    for a pushed output, its producer hears the note."""
+    note = request.POST.get("note", "")
+    said: Notice | None
+    try:
+        verdict = services.send_back(item_id=item_id, reviewer=request.user, note=note)
+    except services.InvalidInput as exc:
+        return _invalid_panel(request, item_id, CardState(item=None, panel="send_back", send_back_note=note), exc)
+    except services.AlreadyDecided:
+        said = _already_decided(item_id, request.user, False, "", tried="send-back")
+    except services.LeaseExpired:
+        said = None
+    except services.QueueError as exc:
+        said = Notice(f"{exc.message}. Your send-back was not recorded.", "error")
+    else:
+        said = Notice(_sent_back_words(verdict))
+    state = _claim_next(request, [] if said is None else [said])
+    if said is None:
+        state.notices.insert(0, _lease_ran_out(item_id, state))
+        if state.item is not None and state.item.pk == item_id:
+            state.panel, state.send_back_note = "send_back", note
+    return _after_post(request, state)
+
+
+def _sent_back_words(verdict: Verdict) -> str:
+    """What became of a send-back, and how long undo can take it back."""
+    seconds = settings.REVIEWQUEUE_UNDO_SECONDS
+    if LoopRun.objects.filter(resumed_from__item_id=verdict.item_id).exists():
+        return (
+            f"Sent back item #{verdict.item_id}: its loop runs again from this output with your note. "
+            f"Undo (u) within {seconds} s takes it back, until the new run starts."
+        )
+    return f"Sent back item #{verdict.item_id}: its producer gets your note. Undo (u) within {seconds} s takes it back."
+
+
+# How many earlier versions an item's history shows; a longer chain says so.
+HISTORY_DEPTH = 10
+
+
+@dataclass
+class Version:
+    """One earlier version of an item: its output and the verdict that sent it back."""
+
+    item: ReviewItem
+    verdict: Verdict | None
+
+
+def history(item: ReviewItem) -> list[Version]:
+    """The item's earlier versions, newest first: each one's output and the
+    reviewer's note that sent it back. No query for an item that is the first
+    of its line, which nearly every item is."""
+    versions: list[Version] = []
+    previous_id = item.previous_version_id
+    while previous_id is not None and len(versions) < HISTORY_DEPTH:
+        earlier = ReviewItem.objects.select_related("verdict__reviewer").filter(pk=previous_id).first()
+        if earlier is None:
+            break
+        versions.append(Version(item=earlier, verdict=getattr(earlier, "verdict", None)))
+        previous_id = earlier.previous_version_id
+    return versions
+
+
+# --- the item's page: task, output, verdict, the edit as a diff, history ---------------------
+
+# A diff reads at most this many lines of each side, and shows at most this
+# many characters: difflib is quadratic at worst, and a page of a megabyte
+# helps nobody. What is left out is said on the page.
+DIFF_MAX_LINES = 2000
+DIFF_MAX_CHARS = 100_000
+
+
+@dataclass
+class OutputDiff:
+    """An edit against the original, as unified-diff lines (kind, text); the
+    kinds are add, del, hunk, head and same. ``cut`` says what was left out."""
+
+    lines: list[tuple[str, str]]
+    cut: str = ""
+
+
+def output_diff(original: str, edited: str) -> OutputDiff:
+    """The edit as a unified diff, line endings made the same first; capped
+    (DIFF_MAX_LINES, DIFF_MAX_CHARS) so a large output stays fast."""
+    before = original.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    after = edited.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    cut = ""
+    if max(len(before), len(after)) > DIFF_MAX_LINES:
+        cut = f"Only the first {DIFF_MAX_LINES} lines of each version are compared."
+        before, after = before[:DIFF_MAX_LINES], after[:DIFF_MAX_LINES]
+    lines: list[tuple[str, str]] = []
+    shown = 0
+    for line in difflib.unified_diff(before, after, "original", "edited", lineterm="", n=3):
+        shown += len(line)
+        if shown > DIFF_MAX_CHARS:
+            cut = f"The diff is cut after {DIFF_MAX_CHARS:,} characters. " + cut
+            break
+        lines.append((_diff_kind(line), line))
+    return OutputDiff(lines=lines, cut=cut.strip())
+
+
+def _diff_kind(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "head"
+    if line.startswith("@@"):
+        return "hunk"
+    return {"+": "add", "-": "del"}.get(line[:1], "same")
+
+
+def _may_see(user: User, item: ReviewItem, verdict: Verdict | None) -> bool:
+    """Operators see every item; a reviewer, the items they decided or hold."""
+    if is_operator(user):
+        return True
+    if verdict is not None and verdict.reviewer_id == user.pk:
+        return True
+    return item.status == ReviewItem.Status.CLAIMED and item.lease_holder_id == user.pk
+
+
+@require_GET
+@login_required
+def item_page(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
+    """One item as it was decided: task, output, verdict, an edit as a diff
+    against the original, and its earlier versions. A reviewer who may not
+    see it gets 404, as if it did not exist; a user with no role, 403."""
+    user = request.user
+    if not (is_operator(user) or is_reviewer(user)):
+        raise PermissionDenied
+    item = ReviewItem.objects.select_related("verdict__reviewer").filter(pk=item_id).first()
+    verdict = getattr(item, "verdict", None) if item is not None else None
+    if item is None or not _may_see(user, item, verdict):
+        raise Http404("no such item")
+    edited = verdict is not None and verdict.decision == Verdict.Decision.EDIT
+    context = {
+        "item": item,
+        "verdict": verdict,
+        "diff": output_diff(item.final_output, verdict.edited_output) if edited and verdict else None,
+        "history": history(item),
+        "history_open": True,
+        "next_versions": list(item.next_versions.values_list("pk", "version")),
+        "runs": list(LoopRun.objects.filter(item=item).values_list("run_id", "outcome")),
+        "is_reviewer": is_reviewer(user),
+    }
+    return render(request, "review/item.html", context)

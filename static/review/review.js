@@ -6,12 +6,18 @@
   var RENEW_EVERY_MS = 60 * 1000;
   var ACTIVE_WINDOW_MS = 2 * 60 * 1000;
   var NOTE_KEY = "reviewqueue-note-";
+  // What is typed in the editor and the send-back note survives a timed-out
+  // session too, per item, like the note.
+  var EDIT_KEY = "reviewqueue-edit-";
+  var SEND_BACK_KEY = "reviewqueue-send-back-";
+  // Each panel and the text field that takes focus when it opens.
+  var PANELS = { "edit-panel": "edited-output", "send-back-panel": "send-back-note" };
   // Nobody reads an item in less than this: a verdict key arriving sooner
   // after a new item shows was meant for the previous one.
   var HOLD_MS = 150;
   var STATUS_MS = 8000;
   // Keys that act on the item shown; ignored while the page is not ready.
-  var ACTION_KEYS = /^([arsun1-5]|Enter)$/;
+  var ACTION_KEYS = /^([arsuneb1-5]|Enter)$/;
   // Of those, the ones that may still act during the hold: they concern the
   // previous item (undo) or no item (next).
   var HOLD_ALLOWS = /^[un]$/;
@@ -125,6 +131,10 @@
       return; // Escape closes the dialog natively
     }
     if (isTyping(event.target)) {
+      if (panelOf(event.target)) {
+        onPanelKey(event);
+        return;
+      }
       if (event.key === "Escape") {
         event.target.blur();
         event.preventDefault();
@@ -157,6 +167,8 @@
     if (key === "a") arm("approve");
     else if (key === "r") arm("reject");
     else if (/^[1-5]$/.test(key)) pickLabel(key);
+    else if (key === "e") openPanel("edit-panel");
+    else if (key === "b") openPanel("send-back-panel");
     else if (key === "s") clickIfPresent("skip-button");
     else if (key === "u") clickIfPresent("undo-button");
     else if (key === "n") clickIfPresent("next-button");
@@ -166,6 +178,94 @@
       setError("");
     } else handled = false;
     if (handled) event.preventDefault();
+  }
+
+  // --- edit and approve, send back: a panel each, its text never lost -------
+
+  function panelOf(target) {
+    if (!target || !target.closest) return null;
+    var panel = target.closest("details.panel");
+    return panel && PANELS[panel.id] === target.id ? panel : null;
+  }
+
+  function openPanel(id) {
+    var panel = document.getElementById(id);
+    if (!panel) return;
+    Object.keys(PANELS).forEach(function (other) {
+      var el = document.getElementById(other);
+      if (el && other !== id) el.open = false;
+    });
+    panel.open = true;
+    var field = document.getElementById(PANELS[id]);
+    if (field) field.focus({ preventScroll: false });
+  }
+
+  // Closing keeps what was typed: the panel opens again with it.
+  function closePanel(panel) {
+    panel.open = false;
+    var title = document.getElementById("card-title");
+    if (title) title.focus({ preventScroll: true });
+  }
+
+  function submitPanel(panel) {
+    var field = document.getElementById(PANELS[panel.id]);
+    var error = panel.querySelector(".error");
+    if (panel.id === "send-back-panel" && field && !field.value.trim()) {
+      if (error) error.textContent = "Sending back needs a note: say what the next try should change.";
+      return;
+    }
+    var form = panel.querySelector("form");
+    if (form) form.requestSubmit();
+  }
+
+  // Inside the editor or the note every key is text, except Esc (close,
+  // keeping the text) and Ctrl+Enter (submit, once: not while a request is
+  // in flight or before the card was seen).
+  function onPanelKey(event) {
+    var panel = panelOf(event.target);
+    if (event.key === "Escape") {
+      event.preventDefault();
+      closePanel(panel);
+    } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      if (!acceptsKey("Enter")) ignoreKey("Ctrl+Enter");
+      else submitPanel(panel);
+    }
+  }
+
+  function storageKey(field) {
+    if (!field || !itemId()) return null;
+    if (field.id === "note") return NOTE_KEY + itemId();
+    if (field.id === "edited-output") return EDIT_KEY + itemId();
+    if (field.id === "send-back-note") return SEND_BACK_KEY + itemId();
+    return null;
+  }
+
+  function saveText(field) {
+    var key = storageKey(field);
+    if (key) sessionStorage.setItem(key, field.value);
+  }
+
+  // A panel's text saved before a timed-out session comes back, with its
+  // panel open, unless the server already returned the reviewer's text.
+  function restorePanels() {
+    Object.keys(PANELS).forEach(function (id) {
+      var panel = document.getElementById(id);
+      var field = document.getElementById(PANELS[id]);
+      var key = storageKey(field);
+      if (!panel || !key || panel.open) return;
+      var saved = sessionStorage.getItem(key);
+      if (saved !== null && saved !== field.value && saved !== "") {
+        field.value = saved;
+        panel.open = true;
+      }
+    });
+  }
+
+  function forgetTexts(id) {
+    [NOTE_KEY, EDIT_KEY, SEND_BACK_KEY].forEach(function (prefix) {
+      sessionStorage.removeItem(prefix + id);
+    });
   }
 
   // --- ready or not: keys never act on a card the reviewer has not seen ------
@@ -301,6 +401,7 @@
   function onCardSwapped() {
     startLeaseClock();
     restoreNote();
+    restorePanels();
     // htmx puts focus back on the element with the old focused element's id:
     // the new card's Approve button or a reason radio, where Space would act.
     // Only the note keeps focus, and only on the same item (a verdict
@@ -308,6 +409,16 @@
     var title = document.getElementById("card-title");
     var active = document.activeElement;
     var keep = active && active.id === "note" && itemId() === shownItem;
+    // A refused edit or send-back comes back with its panel open: the
+    // reviewer goes on typing there.
+    var open = $("#card details.panel[open]");
+    if (open && itemId() === shownItem) {
+      var field = document.getElementById(PANELS[open.id]);
+      if (field) {
+        field.focus({ preventScroll: false });
+        return;
+      }
+    }
     if (title && !keep) title.focus({ preventScroll: false });
   }
 
@@ -356,11 +467,19 @@
     document.addEventListener(name, noteActivity, { passive: true, capture: true });
   });
   document.addEventListener("input", function (event) {
-    if (event.target && event.target.id === "note") saveNote();
+    if (event.target && storageKey(event.target)) saveText(event.target);
+    // What was wrong with the text is answered by typing: the error goes.
+    var panel = panelOf(event.target);
+    var error = panel && panel.querySelector(".error");
+    if (error) error.textContent = "";
   });
   document.addEventListener("click", function (event) {
     if (!event.target.closest) return;
     if (event.target.closest("[data-shortcuts]")) toggleShortcuts();
+    var opener = event.target.closest("[data-panel]");
+    if (opener) openPanel(opener.getAttribute("data-panel"));
+    var closer = event.target.closest("[data-close-panel]");
+    if (closer && closer.closest("details.panel")) closePanel(closer.closest("details.panel"));
     // A button pressed on purpose: the notice about earlier keys is done.
     if (event.isTrusted && event.target.closest("#card button")) clearKeyStatus();
   });
@@ -381,6 +500,9 @@
   document.addEventListener("htmx:beforeRequest", function (event) {
     // A decision in flight: the note belongs to this item until the answer comes.
     if (event.detail.elt && event.detail.elt.id === "decide-form") saveNote();
+    if (event.detail.elt && /^(edit-form|send-back-form)$/.test(event.detail.elt.id)) {
+      saveText(document.getElementById(PANELS[event.detail.elt.closest("details.panel").id]));
+    }
   });
   document.addEventListener("htmx:beforeSend", function (event) {
     if (replacesCard(event)) becomeBusy();
@@ -392,9 +514,11 @@
   });
   document.addEventListener("htmx:afterRequest", function (event) {
     var elt = event.detail.elt;
-    if (elt && elt.id === "decide-form" && event.detail.successful && !landedOnLogin(event.detail.xhr)) {
-      var id = elt.getAttribute("action").match(/(\d+)\/decide/);
-      if (id) sessionStorage.removeItem(NOTE_KEY + id[1]);
+    var verdictForms = /^(decide-form|edit-form|send-back-form)$/;
+    if (elt && verdictForms.test(elt.id) && event.detail.successful && !landedOnLogin(event.detail.xhr)) {
+      var id = elt.getAttribute("action").match(/(\d+)\/(decide|send-back)/);
+      // Only once the item is gone: a refusal brings back the same item, text kept.
+      if (id && id[1] !== itemId()) forgetTexts(id[1]);
     }
   });
 
@@ -402,6 +526,7 @@
     shownItem = itemId();
     startLeaseClock();
     restoreNote();
+    restorePanels();
     window.setInterval(tickLease, 1000);
     window.setInterval(maybeRenew, RENEW_EVERY_MS);
   });

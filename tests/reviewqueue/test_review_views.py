@@ -161,7 +161,8 @@ def test_it_escapes_agent_text_in_every_field(rita_client: Client, reviewer: Use
     assert "<script>alert" not in body
     assert "<img src=x" not in body
     assert '<a href="javascript:' not in body
-    assert body.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 3
+    # The task, the output, the last error, and the editor (e) prefilled with the output.
+    assert body.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 4
 
 
 def test_it_highlights_code_output_with_pygments(rita_client: Client, reviewer: User, admit_item: AdmitItem) -> None:

@@ -15,7 +15,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from reviewqueue.models import FilterRule, SimulationRun
+from reviewqueue.models import FilterRule, SimulationRun, WebhookDelivery
 
 HX = {"HTTP_HX_REQUEST": "true"}
 HX_HEADERS = re.compile(r"""<body[^>]*\bhx-headers='([^']*)'""")
@@ -50,7 +50,16 @@ def url_for(admit_item: Any, operator: Any) -> Any:
     item = admit_item().item
     rule = FilterRule.objects.create(label="format_issue", gate="parses", description="output must parse")
     run = SimulationRun.objects.create(created_by=operator, name="csrf", params={})
-    values = {"item_id": item.pk, "rule_id": rule.pk, "action": "enable", "run_id": run.pk}
+    delivery = WebhookDelivery.objects.create(
+        event_id="evt_csrf",
+        event_type="item.decided",
+        url="http://127.0.0.1:9/",
+        producer="csrf",
+        item=item,
+        ordering_key=f"item:{item.pk}",
+        body="{}",
+    )
+    values = {"item_id": item.pk, "rule_id": rule.pk, "action": "enable", "run_id": run.pk, "delivery_id": delivery.pk}
 
     def fill(route: str) -> str:
         return "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), route)

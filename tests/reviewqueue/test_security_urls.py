@@ -16,7 +16,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from reviewqueue.models import FilterRule, LoopRun, SimulationRun
+from reviewqueue.models import FilterRule, LoopRun, SimulationRun, WebhookDelivery
 
 # name -> why it answers without a session or token
 PUBLIC = {
@@ -83,7 +83,11 @@ def values(admit_item: Any, operator: Any) -> dict[str, str]:
     rule = FilterRule.objects.create(label="format_issue", gate="parses", description="output must parse")
     run = SimulationRun.objects.create(created_by=operator, name="walk", params={})
     loop = LoopRun.objects.create(run_id="walk-run", task_id="t", task={})
+    delivery = WebhookDelivery.objects.create(
+        event_id="evt_walk", event_type="item.decided", url="http://127.0.0.1:9/hook", producer="p", body="{}"
+    )
     return {
+        "delivery_id": str(delivery.pk),
         "item_id": str(item.pk),
         "rule_id": str(rule.pk),
         "action": "enable",
@@ -103,6 +107,10 @@ def test_the_walk_sees_every_area() -> None:
     names = set(_ids(ROUTES))
     assert {"review:queue", "review:decide", "ops:dashboard", "ops:export_download", "api:push_output"} <= names
     assert {"metrics", "admin:index", "home", "login"} <= names
+    # Send back is a review action; an item's page is outside the review
+    # namespace (operators read items too) and is walked as a role page.
+    assert {"review:send_back", "review_item"} <= names
+    assert "review_item" in _ids(ROLE_PAGES)
 
 
 @pytest.mark.parametrize("route", PROTECTED, ids=_ids(PROTECTED))

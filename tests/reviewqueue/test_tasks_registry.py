@@ -12,6 +12,8 @@ EXPECTED_TASKS = {
     "reviewqueue.tasks.run_loop",
     "reviewqueue.tasks.run_simulation",
     "reviewqueue.tasks.sample_depth",
+    "reviewqueue.tasks.webhooks.deliver",
+    "reviewqueue.tasks.webhooks.sweep",
 }
 
 

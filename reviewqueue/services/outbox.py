@@ -1,0 +1,157 @@
+"""The webhook outbox: every event a producer should hear of is written here,
+as a ``WebhookDelivery`` row, inside the transaction that makes the change it
+reports (a verdict, a send-back, a shed or filtered item, a finished run).
+
+Writing the event with the change is what makes delivery reliable: if the
+transaction commits, the event exists; if it rolls back, it never did. Only
+after the commit is a delivery task announced to the broker, and if that
+announcement is lost (the broker down, the process killed) the periodic sweep
+finds the row anyway (``reviewqueue.webhooks``). Nothing here talks to a
+receiver, and no lock is taken beyond the caller's.
+
+The event body is fixed when it is written, so every attempt sends, and
+signs, the same bytes, and a receiver can dedupe on its ``id``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..models import EventType, LoopRun, ReviewItem, Verdict, WebhookDelivery
+
+log = logging.getLogger("reviewqueue.webhooks")
+
+DELIVER_TASK = "reviewqueue.tasks.webhooks.deliver"
+
+
+def new_event_id() -> str:
+    return f"evt_{uuid.uuid4().hex}"
+
+
+def record_event(
+    event_type: EventType,
+    *,
+    url: str,
+    producer: str,
+    data: dict[str, Any],
+    item: ReviewItem | None = None,
+    run: LoopRun | None = None,
+    now: datetime | None = None,
+) -> WebhookDelivery | None:
+    """Write one event for ``url`` in the caller's transaction and announce it
+    after the commit; None, and nothing written, when there is no URL.
+
+    Events about one item share an ordering key (a run's events use its
+    item's key once it has one), so a receiver hears of an item in the order
+    things happened to it."""
+    if not url:
+        return None
+    now = now or timezone.now()
+    event_id = new_event_id()
+    body = {
+        "id": event_id,
+        "type": str(event_type),
+        "created": now.isoformat(),
+        "item_id": item.pk if item is not None else None,
+        "run_id": _run_id(item, run),
+        "data": data,
+    }
+    delivery = WebhookDelivery.objects.create(
+        event_id=event_id,
+        event_type=event_type,
+        url=url,
+        producer=producer,
+        item=item,
+        run=run,
+        ordering_key=f"item:{item.pk}" if item is not None else f"run:{run.pk if run else 0}",
+        body=json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+        next_attempt_at=now,
+        created_at=now,
+    )
+    transaction.on_commit(lambda: announce(delivery.pk))
+    return delivery
+
+
+def _run_id(item: ReviewItem | None, run: LoopRun | None) -> str | None:
+    """The producer's own run id: what it submitted, not our row's key."""
+    if run is not None:
+        return run.run_id
+    if item is not None and item.source_run_id:
+        return item.source_run_id
+    return None
+
+
+def announce(delivery_pk: int) -> None:
+    """Ask a worker to attempt this delivery now. Best effort, and without
+    retries: this runs after the verdict's commit, in the reviewer's request,
+    and a lost announcement only delays the event until the sweep finds it."""
+    from celery import current_app
+
+    try:
+        current_app.send_task(DELIVER_TASK, args=[delivery_pk], ignore_result=True, retry=False)
+    except Exception as exc:  # noqa: BLE001 - any broker failure; the sweep resends
+        log.warning("webhook announcement failed", extra={"delivery": delivery_pk, "error": str(exc)[:200]})
+
+
+# --- what each event says ---------------------------------------------------------------
+
+
+def item_decided(item: ReviewItem, verdict: Verdict, now: datetime) -> WebhookDelivery | None:
+    """``item.decided``: the decision as the producer acts on it (an edited
+    approval is an approval, with the corrected output beside it)."""
+    edited = verdict.decision == Verdict.Decision.EDIT
+    data = {
+        "decision": "approve" if verdict.approved else "reject",
+        "edited": edited,
+        "edited_output": verdict.edited_output if edited else None,
+        "reason_label": verdict.reason_label,
+        "note": verdict.note,
+        "version": item.version,
+    }
+    return record_event(
+        EventType.ITEM_DECIDED, url=item.callback_url, producer=item.producer, item=item, data=data, now=now
+    )
+
+
+def item_sent_back(item: ReviewItem, verdict: Verdict, now: datetime) -> WebhookDelivery | None:
+    """``item.sent_back``: the reviewer's note, for the producer's next try."""
+    data = {"note": verdict.note, "version": item.version}
+    return record_event(
+        EventType.ITEM_SENT_BACK, url=item.callback_url, producer=item.producer, item=item, data=data, now=now
+    )
+
+
+def item_shed(item: ReviewItem, now: datetime) -> WebhookDelivery | None:
+    """``item.shed``: dropped at capacity; no reviewer will see it."""
+    data = {"priority": item.priority}
+    return record_event(
+        EventType.ITEM_SHED, url=item.callback_url, producer=item.producer, item=item, data=data, now=now
+    )
+
+
+def item_filtered(item: ReviewItem, now: datetime) -> WebhookDelivery | None:
+    """``item.filtered``: rejected by an enabled filter rule's gate."""
+    data = {"filter_reason": item.filter_reason}
+    return record_event(
+        EventType.ITEM_FILTERED, url=item.callback_url, producer=item.producer, item=item, data=data, now=now
+    )
+
+
+def run_finished(run: LoopRun, item: ReviewItem | None, now: datetime) -> WebhookDelivery | None:
+    """``run.finished``: the loop's outcome and, if it reached the queue, its item."""
+    data = {
+        "outcome": run.outcome,
+        "stop_reason": run.stop_reason,
+        "attempts": run.attempts,
+        "item_id": item.pk if item is not None else None,
+    }
+    return record_event(
+        EventType.RUN_FINISHED, url=run.callback_url, producer=run.producer, item=item, run=run, data=data, now=now
+    )

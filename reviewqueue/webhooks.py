@@ -1,0 +1,476 @@
+"""Webhook delivery: reads the outbox (``services.outbox`` writes it) and sends
+each event to its callback URL, signed, at least once, in order per item.
+
+One attempt:
+1. **Lease** the row with one conditional UPDATE (``locked_until`` = now +
+   the timeout + a margin) that succeeds only if the row is pending, due, not
+   leased, and no earlier pending row shares its ordering key; so two workers
+   never attempt one row at once, and one item's events go out in order. A
+   worker killed mid-attempt leaves a lease that simply runs out; the sweep
+   then announces the row again.
+2. **Cap** attempts in flight per receiving origin (scheme, host and port) at
+   ``WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT``: a dead or hanging receiver can hold
+   that many worker slots, never all of them, so other receivers' events flow.
+3. **Sign** ``"<t>.<body>"`` with the producer's webhook secret (HMAC-SHA256)
+   and POST it with httpx: no redirects, each phase bounded by
+   ``WEBHOOK_TIMEOUT_SECONDS``. No secret, or a host no longer allowed: the
+   row fails with a clear ``last_error``; nothing is ever sent unsigned.
+4. **Record** the answer: 2xx is delivered; anything else schedules the next
+   attempt with exponential backoff and full jitter, and an event older than
+   ``WEBHOOK_GIVE_UP_SECONDS`` is given up (status failed).
+
+Locks: the lease and the result are single-row UPDATEs; on PostgreSQL the
+cap's count and the lease run under a transaction-scoped advisory lock on the
+origin, so concurrent workers cannot both take the last slot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import logging
+import random
+import time
+import zlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from .models import ApiToken, WebhookDelivery
+from .services.outbox import announce
+
+log = logging.getLogger("reviewqueue.webhooks")
+
+EVENT_ID_HEADER = "Reviewqueue-Event-Id"
+SIGNATURE_HEADER = "Reviewqueue-Signature"
+USER_AGENT = "reviewqueue-webhooks/1"
+# A lease outlives the attempt's timeout by this much (connect, send and read
+# are each bounded by the timeout; the margin covers recording the answer).
+LEASE_MARGIN_SECONDS = 10
+# How much of a receiver's answer is kept in last_error.
+ANSWER_EXCERPT = 300
+# The sweep announces at most this many rows per run.
+SWEEP_BATCH = 200
+# The sweep leaves a first attempt this long to the announcement made at commit.
+SWEEP_GRACE_SECONDS = 5
+# A receiver checks the signature's timestamp against its clock within this.
+SIGNATURE_TOLERANCE_SECONDS = 300
+PENDING = WebhookDelivery.Status.PENDING
+
+Pending = QuerySet[WebhookDelivery]
+
+
+# --- callback URLs ----------------------------------------------------------------------
+
+
+class CallbackRefused(ValueError):
+    """A callback URL the server will not call; ``code`` is the API's error code."""
+
+    def __init__(self, code: str, detail: str, host: str = "") -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.host = host
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def allowed_hosts() -> frozenset[str]:
+    """``WEBHOOK_ALLOWED_HOSTS``, lower-cased: ``host`` or ``host:port`` entries
+    (IPv6 in brackets, ``[::1]:8080``)."""
+    return frozenset(h.strip().lower() for h in getattr(settings, "WEBHOOK_ALLOWED_HOSTS", []) if h.strip())
+
+
+def host_key(url: str) -> tuple[str, str]:
+    """``(host, host:port)`` of an http(s) URL as the allow-list spells them;
+    CallbackRefused when the URL is not one the server could call."""
+    if not isinstance(url, str) or not url or len(url) > 2000:
+        raise CallbackRefused("callback_url_invalid", "a callback URL is an http(s) URL of at most 2000 characters")
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise CallbackRefused("callback_url_invalid", "a callback URL has no spaces or control characters")
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise CallbackRefused("callback_url_invalid", f"scheme {scheme or '(none)'!r} is not http or https")
+    if "@" in parts.netloc:
+        raise CallbackRefused("callback_url_invalid", "a callback URL carries no user name or password")
+    try:
+        port = parts.port or _DEFAULT_PORTS[scheme]
+    except ValueError:
+        raise CallbackRefused("callback_url_invalid", "the callback URL's port is not a number in 0-65535") from None
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        raise CallbackRefused("callback_url_invalid", "the callback URL names no host")
+    if ":" in host:  # IPv6: urlsplit drops the brackets the allow-list keeps
+        try:
+            host = f"[{ipaddress.IPv6Address(host).compressed}]"
+        except ValueError:
+            raise CallbackRefused("callback_url_invalid", "the callback URL's IPv6 address is not valid") from None
+    return host, f"{host}:{port}"
+
+
+def check_callback_url(url: str) -> str:
+    """The URL, if the server may call it: http or https, no user info, and its
+    host listed in ``WEBHOOK_ALLOWED_HOSTS`` exactly (``host`` allows the
+    scheme's default port only; ``host:port`` that port). Raises
+    CallbackRefused (``callback_url_not_allowed`` names the host)."""
+    host, with_port = host_key(url)
+    allowed = allowed_hosts()
+    default_port = with_port == f"{host}:{_DEFAULT_PORTS[urlsplit(url).scheme.lower()]}"
+    if with_port in allowed or (default_port and host in allowed):
+        return url
+    shown = with_port if not default_port else host
+    raise CallbackRefused(
+        "callback_url_not_allowed",
+        f"callbacks to {shown} are not allowed; an operator lists allowed hosts in WEBHOOK_ALLOWED_HOSTS",
+        host=shown,
+    )
+
+
+def origin(url: str) -> str:
+    """``scheme://netloc`` of a URL: the receiving endpoint the in-flight cap counts."""
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+
+
+# --- signing ----------------------------------------------------------------------------
+
+
+def signature(secret: str, timestamp: int, body: bytes) -> str:
+    """The ``Reviewqueue-Signature`` value: ``t=<unix seconds>,v1=<hex HMAC-SHA256
+    of "<t>.<raw body>">``. The timestamp is signed too, so an old event
+    cannot be replayed with a fresh time."""
+    mac = hmac.new(secret.encode("utf-8"), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return f"t={timestamp},v1={mac.hexdigest()}"
+
+
+def verify(
+    secret: str, header: str, body: bytes, *, now: float | None = None, tolerance: int = SIGNATURE_TOLERANCE_SECONDS
+) -> bool:
+    """What a receiver does: recompute the HMAC over the raw body, compare in
+    constant time, and refuse a timestamp further than ``tolerance`` seconds
+    from its clock. Any ``v1`` may match (several appear while a secret rotates)."""
+    fields = [part.split("=", 1) for part in header.split(",") if "=" in part]
+    stamps = [value for key, value in fields if key.strip() == "t"]
+    if len(stamps) != 1 or not stamps[0].strip().isdigit():
+        return False
+    timestamp = int(stamps[0])
+    if abs((time.time() if now is None else now) - timestamp) > tolerance:
+        return False
+    expected = signature(secret, timestamp, body).split("v1=", 1)[1]
+    return any(hmac.compare_digest(expected, value.strip()) for key, value in fields if key.strip() == "v1")
+
+
+def secret_for(producer: str) -> str:
+    """The producer's signing secret: its newest active token with one; blank if none."""
+    token = (
+        ApiToken.objects.filter(name=producer, revoked_at=None)
+        .exclude(webhook_secret="")
+        .order_by("-created_at", "-pk")
+        .only("webhook_secret")
+        .first()
+    )
+    return token.webhook_secret if token is not None else ""
+
+
+# --- the retry schedule -----------------------------------------------------------------
+
+
+def backoff_seconds(attempts: int, rng: random.Random | None = None) -> float:
+    """The wait before attempt ``attempts + 1``: full jitter over an exponential
+    ceiling (first delay doubled per attempt, capped at the longest), never
+    under one second, so many failing events spread out instead of retrying
+    together."""
+    first = max(1, getattr(settings, "WEBHOOK_RETRY_FIRST_SECONDS", 10))
+    longest = max(first, getattr(settings, "WEBHOOK_RETRY_MAX_SECONDS", 3600))
+    ceiling = min(longest, first * 2 ** min(max(attempts - 1, 0), 40))
+    return max(1.0, (rng or random).uniform(0, ceiling))
+
+
+def timeout_seconds() -> float:
+    return float(max(1, getattr(settings, "WEBHOOK_TIMEOUT_SECONDS", 5)))
+
+
+def max_in_flight() -> int:
+    """Attempts at once per receiving origin (keep it below the worker pool's size)."""
+    return max(1, int(getattr(settings, "WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", 2)))
+
+
+# --- one attempt ------------------------------------------------------------------------
+
+
+def _lease_free(now: datetime) -> Q:
+    return Q(locked_until__isnull=True) | Q(locked_until__lt=now)
+
+
+def _not_held_back() -> Exists:
+    """True for a row with an earlier pending row of the same ordering key."""
+    earlier = WebhookDelivery.objects.filter(
+        status=PENDING, ordering_key=OuterRef("ordering_key"), pk__lt=OuterRef("pk")
+    )
+    return ~Exists(earlier)
+
+
+def _origin_rows(url: str) -> Pending:
+    """Rows addressed to the same origin as ``url`` (any path)."""
+    base = origin(url)
+    return WebhookDelivery.objects.filter(Q(url=base) | Q(url__startswith=base + "/") | Q(url__startswith=base + "?"))
+
+
+def in_flight(url: str, now: datetime) -> int:
+    """Attempts under way to ``url``'s origin: leased pending rows."""
+    return _origin_rows(url).filter(status=PENDING, locked_until__gte=now).count()
+
+
+def _origin_lock(url: str) -> None:
+    """PostgreSQL: serialise cap checks per origin for this transaction. SQLite
+    serialises writers already."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [0x5251, zlib.crc32(origin(url).encode()) - 2**31])
+
+
+def lease(pk: int, now: datetime) -> tuple[str, WebhookDelivery | None]:
+    """Take row ``pk`` for one attempt: ``("leased", row)``, or why not
+    (``missing``, ``done``, ``not_due``, ``leased_elsewhere``, ``held_back`` by
+    an earlier event of the same item, ``busy``: the origin's cap is reached)."""
+    row = WebhookDelivery.objects.filter(pk=pk).only("status", "url", "next_attempt_at", "locked_until").first()
+    if row is None:
+        return "missing", None
+    if row.status != PENDING:
+        return "done", None
+    if row.next_attempt_at > now:
+        return "not_due", None
+    until = now + timedelta(seconds=timeout_seconds() * 3 + LEASE_MARGIN_SECONDS)
+    with transaction.atomic():
+        _origin_lock(row.url)
+        if in_flight(row.url, now) >= max_in_flight():
+            return "busy", None
+        taken = (
+            WebhookDelivery.objects.filter(_lease_free(now), pk=pk, status=PENDING, next_attempt_at__lte=now)
+            .filter(_not_held_back())
+            .update(locked_until=until, last_attempt_at=now, attempts=F("attempts") + 1)
+        )
+    if taken:
+        return "leased", WebhookDelivery.objects.get(pk=pk)
+    held = WebhookDelivery.objects.filter(pk=pk).filter(~_not_held_back()).exists()
+    return ("held_back" if held else "leased_elsewhere"), None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one POST came back with: a status code, or an error in words."""
+
+    status_code: int | None
+    error: str
+
+    @property
+    def delivered(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> Answer:
+    """POST once: no redirects, no proxies from the environment, each phase
+    bounded by the timeout, at most a short excerpt of the answer read."""
+    timeout = timeout_seconds()
+    try:
+        with (
+            httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False) as client,
+            client.stream("POST", url, content=body, headers=headers) as response,
+        ):
+            excerpt = b""
+            if not 200 <= response.status_code < 300:
+                for chunk in response.iter_bytes():
+                    excerpt += chunk
+                    if len(excerpt) >= ANSWER_EXCERPT:
+                        break
+            error = "" if 200 <= response.status_code < 300 else _answer_error(response.status_code, excerpt)
+            return Answer(response.status_code, error)
+    except httpx.TimeoutException as exc:
+        return Answer(None, f"timed out after {timeout:g} s ({type(exc).__name__})")
+    except httpx.HTTPError as exc:
+        return Answer(None, f"{type(exc).__name__}: {str(exc)[:ANSWER_EXCERPT]}")
+
+
+def _answer_error(code: int, excerpt: bytes) -> str:
+    text = excerpt[:ANSWER_EXCERPT].decode("utf-8", "replace").strip()
+    return f"HTTP {code}" + (f": {text}" if text else "")
+
+
+def headers_for(row: WebhookDelivery, secret: str, body: bytes, timestamp: int) -> dict[str, str]:
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        EVENT_ID_HEADER: row.event_id,
+        SIGNATURE_HEADER: signature(secret, timestamp, body),
+    }
+
+
+def refusal(row: WebhookDelivery) -> tuple[str, str]:
+    """Why this row must not be sent at all (``(error, secret)``): the host is no
+    longer allowed, or the producer has no secret to sign with."""
+    try:
+        check_callback_url(row.url)
+    except CallbackRefused as exc:
+        return f"refused: {exc.detail}", ""
+    secret = secret_for(row.producer)
+    if not secret:
+        return f"refused: producer {row.producer!r} has no active token with a webhook secret to sign with", ""
+    return "", secret
+
+
+def attempt(row: WebhookDelivery, now: datetime) -> str:
+    """Send a leased row once and record the answer; returns ``delivered``,
+    ``retry`` or ``failed``."""
+    error, secret = refusal(row)
+    if error:
+        return record(row, Answer(None, error), now, give_up=True)
+    body = row.body.encode("utf-8")
+    answer = post(row.url, body, headers_for(row, secret, body, int(time.time())))
+    return record(row, answer, timezone.now())
+
+
+def record(row: WebhookDelivery, answer: Answer, now: datetime, *, give_up: bool = False) -> str:
+    """Write one attempt's result on the row (if the lease is still ours, or it
+    was delivered) and log it."""
+    attempts = row.attempts  # counted when the lease was taken: a killed attempt counts too
+    next_at = None
+    fields: dict[str, object] = {
+        "last_status_code": answer.status_code,
+        "last_error": answer.error[:1000],
+        "locked_until": None,
+    }
+    if answer.delivered:
+        outcome, fields["status"], fields["delivered_at"] = "delivered", WebhookDelivery.Status.DELIVERED, now
+        mine = WebhookDelivery.objects.filter(pk=row.pk, status=PENDING)
+    else:
+        wait = backoff_seconds(attempts)
+        too_old = now + timedelta(seconds=wait) - row.created_at > timedelta(
+            seconds=getattr(settings, "WEBHOOK_GIVE_UP_SECONDS", 86_400)
+        )
+        outcome = "failed" if give_up or too_old else "retry"
+        fields["status"] = WebhookDelivery.Status.FAILED if outcome == "failed" else PENDING
+        fields["next_attempt_at"] = next_at = now + timedelta(seconds=wait)
+        mine = WebhookDelivery.objects.filter(pk=row.pk, status=PENDING, locked_until=row.locked_until)
+    written = mine.update(**fields)
+    log.info(
+        "webhook attempt",
+        extra={
+            "event_id": row.event_id,
+            "event_type": row.event_type,
+            "host": urlsplit(row.url).netloc,
+            "attempt": attempts,
+            "status_code": answer.status_code,
+            "error": answer.error[:200],
+            "outcome": outcome if written else f"{outcome} (lease lost)",
+            "next_attempt_at": next_at.isoformat() if next_at is not None and outcome == "retry" else None,
+        },
+    )
+    return outcome
+
+
+def deliver(pk: int) -> str:
+    """One delivery task's work: lease, attempt, record. Then it hands on: the
+    item's next event (after a delivery or a give-up) and the next due event
+    for the same receiver are announced at once, so a receiver's backlog drains
+    at its cap's pace, not the sweep's. Returns what happened."""
+    now = timezone.now()
+    state, row = lease(pk, now)
+    if row is None:
+        return state
+    outcome = attempt(row, now)
+    following = {_next_due_for_origin(row, timezone.now())}
+    if outcome != "retry":
+        following.add(_next_in_order(row))
+    for next_pk in sorted(pk for pk in following if pk is not None):
+        announce(next_pk)
+    return outcome
+
+
+def _next_in_order(row: WebhookDelivery) -> int | None:
+    return (
+        WebhookDelivery.objects.filter(status=PENDING, ordering_key=row.ordering_key, pk__gt=row.pk)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
+def _next_due_for_origin(row: WebhookDelivery, now: datetime) -> int | None:
+    """The oldest due, free, not-held-back event for ``row``'s receiver that no
+    announcement is on its way for (a retry, or a first attempt past the
+    sweep's grace), if any: a fresh event's own announcement is not doubled."""
+    grace = now - timedelta(seconds=SWEEP_GRACE_SECONDS)
+    return (
+        _origin_rows(row.url)
+        .filter(_lease_free(now), status=PENDING, next_attempt_at__lte=now)
+        .filter(Q(attempts__gt=0) | Q(next_attempt_at__lte=grace))
+        .exclude(pk=row.pk)
+        .filter(_not_held_back())
+        .order_by("next_attempt_at", "pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
+# --- the sweep and redelivery -----------------------------------------------------------
+
+
+def due(now: datetime, limit: int = SWEEP_BATCH) -> list[tuple[int, str]]:
+    """Pending rows that are due, not leased and not held back by an earlier
+    event of their item, oldest due first: ``(pk, url)``. A first attempt is
+    left to its announcement for a few seconds."""
+    grace = now - timedelta(seconds=SWEEP_GRACE_SECONDS)
+    rows = (
+        WebhookDelivery.objects.filter(_lease_free(now), status=PENDING, next_attempt_at__lte=now)
+        .filter(Q(attempts__gt=0) | Q(next_attempt_at__lte=grace))
+        .filter(_not_held_back())
+        .order_by("next_attempt_at", "pk")
+        .values_list("pk", "url")[:limit]
+    )
+    return list(rows)
+
+
+def sweep(now: datetime | None = None) -> int:
+    """Announce due rows, no more per origin than its free in-flight slots, so a
+    dead receiver's backlog never floods the broker. Returns how many were
+    announced. Safe to run concurrently: a row is attempted only under its lease."""
+    now = now or timezone.now()
+    slots: dict[str, int] = {}
+    announced = 0
+    for pk, url in due(now):
+        key = origin(url)
+        if key not in slots:
+            slots[key] = max_in_flight() - in_flight(url, now)
+        if slots[key] <= 0:
+            continue
+        slots[key] -= 1
+        announce(pk)
+        announced += 1
+    if announced:
+        log.info("webhook sweep", extra={"announced": announced, "endpoints": len(slots)})
+    return announced
+
+
+def redeliver(pks: list[int], now: datetime | None = None) -> int:
+    """Send delivered or failed events again with the same id and body (a
+    receiver dedupes on the id): pending, due now, attempts kept. Returns how
+    many went back to pending; each is announced after the commit."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        chosen = list(WebhookDelivery.objects.filter(pk__in=pks).exclude(status=PENDING).values_list("pk", flat=True))
+        WebhookDelivery.objects.filter(pk__in=chosen).update(
+            status=PENDING, next_attempt_at=now, locked_until=None, delivered_at=None
+        )
+        for pk in chosen:
+            transaction.on_commit(lambda pk=pk: announce(pk))
+    log.info("webhook redeliver", extra={"deliveries": chosen})
+    return len(chosen)
