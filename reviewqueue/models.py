@@ -87,6 +87,30 @@ class QueuePolicy(models.Model):
         max_length=10_000,
         help_text="Markdown shown to reviewers on the review page and under ?: what Approve means here",
     )
+    double_review_rate = models.FloatField(
+        default=0.1, help_text="share of items a second reviewer judges without seeing the first verdict"
+    )
+    gold_rate = models.FloatField(default=0.02, help_text="share of a reviewer's claims served a gold item")
+    gold_min_accuracy = models.FloatField(
+        default=0.7, help_text="a reviewer whose accuracy on gold is below this, with enough gold answers, is flagged"
+    )
+    gold_min_answers = models.PositiveIntegerField(default=10, help_text="gold answers needed before flagging")
+    gold_pause = models.BooleanField(default=False, help_text="pause a flagged reviewer from this queue")
+    tuner_rule = models.CharField(
+        max_length=16,
+        choices=[(rule, rule.replace("_", "-")) for rule in policy.TUNER_RULES],
+        default=policy.TUNER_RULES[0],
+        help_text="plain counts every verdict alike; noise-aware weighs each by its reviewer's reliability",
+    )
+    expected_step_limit = models.FloatField(
+        null=True, blank=True, help_text="the noise-aware tuner's fractional step limit; loops run it rounded"
+    )
+    reliability = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="the reviewers' estimated error rates and the items' approve share, re-estimated from gold "
+        "answers and double reviews (services.quality.reestimate)",
+    )
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.NORMAL)
     depth = models.PositiveIntegerField(
         default=0,
@@ -108,6 +132,12 @@ class QueuePolicy(models.Model):
         "label_threshold",
         "lease_seconds",
         "sampling_rate",
+        "double_review_rate",
+        "gold_rate",
+        "gold_min_accuracy",
+        "gold_min_answers",
+        "gold_pause",
+        "tuner_rule",
         "instructions",
     )
 
@@ -183,8 +213,9 @@ class QueuePolicy(models.Model):
                 errors[exc.field] = exc.message
         if not self.min_step_limit <= self.step_limit <= self.max_step_limit:
             errors["step_limit"] = "must lie within [min_step_limit, max_step_limit]"
-        if not 0 <= self.sampling_rate <= 1:
-            errors["sampling_rate"] = "must be in [0, 1]"
+        for name in ("sampling_rate", "double_review_rate", "gold_rate", "gold_min_accuracy"):
+            if not 0 <= getattr(self, name) <= 1:
+                errors[name] = "must be in [0, 1]"
         if self.lease_seconds < 10:
             errors["lease_seconds"] = "must be at least 10 seconds"
         if errors:
@@ -203,6 +234,7 @@ class ReviewItem(models.Model):
         SHED = "shed"
         FILTERED = "filtered", "rejected by a filter rule"
         SENT_BACK = "sent_back", "sent back with a note"
+        GOLD = "gold", "gold answer: a gold item's copy, answered"
 
     class Label(models.TextChoices):
         UNVERIFIED = "unverified"
@@ -260,6 +292,19 @@ class ReviewItem(models.Model):
         on_delete=models.SET_NULL,
         related_name="next_versions",
         help_text="the item this one's run was sent back from",
+    )
+    review_round = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="the review the item waits for: 1; 2, a second reviewer's, blind (double review); "
+        "3, a third reviewer's, after the two disagreed; 4, an operator's, after three disagreed",
+    )
+    gold = models.ForeignKey(
+        "GoldItem",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="copies",
+        help_text="set on a gold item's copy, served to one reviewer; never admitted, never in the depth",
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -344,6 +389,16 @@ class Verdict(models.Model):
     note = models.TextField(blank=True)
     edited_output = models.TextField(blank=True, help_text="edit and approve: the reviewer's corrected output")
     counts_for_tuner = models.BooleanField(default=True, help_text="verdicts on sampled auto-passes do not tune")
+    settled_by = models.CharField(
+        max_length=16,
+        choices=[
+            ("reviewer", "one reviewer"),
+            ("agreement", "two reviewers agreed"),
+            ("tiebreak", "a third reviewer broke the tie"),
+            ("operator", "an operator settled a disagreement"),
+        ],
+        default="reviewer",
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
@@ -361,6 +416,97 @@ class Verdict(models.Model):
     def approved(self) -> bool:
         """The output was accepted: as it was, or as the reviewer corrected it."""
         return self.decision in (self.Decision.APPROVE, self.Decision.EDIT)
+
+
+class GoldItem(models.Model):
+    """A decided item an operator vouches for: its right decision (and, for a
+    rejection, its label) is known. Copies of it are served to reviewers at
+    the policy's ``gold_rate`` and look like any other item; their answers
+    measure the reviewer and go nowhere else."""
+
+    class Expected(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+
+    item = models.OneToOneField(ReviewItem, on_delete=models.CASCADE, related_name="gold_spec")
+    expected_decision = models.CharField(max_length=16, choices=Expected.choices)
+    expected_label = models.CharField(
+        max_length=20, choices=ReasonLabel.choices, blank=True, help_text="a rejection's right label, if one is"
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+    retired_at = models.DateTimeField(null=True, blank=True, help_text="no longer served")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(expected_decision="reject") | Q(expected_label=""), name="gold_label_only_on_reject"
+            )
+        ]
+
+    def __str__(self) -> str:
+        label = f" ({self.expected_label})" if self.expected_label else ""
+        return f"gold #{self.item_id}: {self.expected_decision}{label}"
+
+
+class Judgement(models.Model):
+    """One reviewer's own answer on an item that more than one person judges:
+    a double-reviewed item (rounds 1, 2 and, after a disagreement, 3) or a
+    gold item's copy. The item's settled verdict is its ``Verdict``; a gold
+    copy never has one. Agreement and reviewer reliability are computed from
+    these rows (reviewqueue/quality.py)."""
+
+    class Kind(models.TextChoices):
+        REVIEW = "review", "double review"
+        GOLD = "gold"
+
+    item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="judgements")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="judgements"
+    )
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    round = models.PositiveSmallIntegerField(default=1)
+    decision = models.CharField(max_length=16, choices=Verdict.Decision.choices)
+    reason_label = models.CharField(max_length=20, choices=ReasonLabel.choices, blank=True)
+    note = models.TextField(blank=True)
+    edited_output = models.TextField(blank=True)
+    correct = models.BooleanField(null=True, blank=True, help_text="gold: the decision was the expected one")
+    label_correct = models.BooleanField(
+        null=True, blank=True, help_text="gold: a rejection carried the expected label (when one is expected)"
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item", "reviewer"], name="one_judgement_per_reviewer")]
+        indexes = [models.Index(fields=["reviewer", "kind", "-created_at"], name="judgement_by_reviewer")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.decision} #{self.item_id}"
+
+    @property
+    def approved(self) -> bool:
+        return self.decision in (Verdict.Decision.APPROVE, Verdict.Decision.EDIT)
+
+
+class ReviewerStanding(models.Model):
+    """A reviewer's standing in the queue: flagged when their accuracy on
+    gold falls below the policy's bar with enough answers, paused from the
+    queue when the policy says so, until an operator reinstates them."""
+
+    reviewer = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="standing")
+    flagged_at = models.DateTimeField(null=True, blank=True)
+    paused_at = models.DateTimeField(null=True, blank=True, help_text="paused reviewers claim nothing")
+    reinstated_at = models.DateTimeField(
+        null=True, blank=True, help_text="gold answers before this no longer count towards a flag"
+    )
+    reinstated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        state = "paused" if self.paused_at else "flagged" if self.flagged_at else "in good standing"
+        return f"{self.reviewer} ({state})"
 
 
 class LabelCount(models.Model):

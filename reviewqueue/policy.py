@@ -207,6 +207,11 @@ def tune_step_limit(current: int, verdicts: Sequence[bool], cfg: TunerConfig) ->
 # the item truly deserved approval, and moves the step limit by what a
 # noise-free tuner would have done, in expectation.
 
+# The step-limit tuners a queue (and a simulated scenario) may run: "plain"
+# (tune_step_limit: every verdict counts alike) or "noise_aware"
+# (tune_step_limit_weighted: each verdict weighed by its reviewer's reliability).
+TUNER_RULES: tuple[str, ...] = ("plain", "noise_aware")
+
 # An error rate of one half carries no information; estimates stop just short
 # of it so a verdict never counts against its own direction.
 MAX_ERROR = 0.499

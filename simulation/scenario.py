@@ -7,11 +7,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from reviewqueue.policy import TunerConfig, Watermarks
+from reviewqueue.policy import TUNER_RULES, TunerConfig, Watermarks
 
 MODELS = ("article", "poisson")
 VERDICT_MODELS = ("article", "step_aware")
-TUNERS = ("plain", "noise_aware")
+TUNERS = TUNER_RULES
 
 
 @dataclass(frozen=True)
