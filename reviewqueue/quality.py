@@ -311,16 +311,18 @@ def _standing() -> dict[int, tuple[bool, bool]]:
 
 def _error_rates() -> dict[int, float]:
     """The tuner's estimated error rate per reviewer id, from the policy row."""
-    reliability = QueuePolicy.current().reliability
+    # Read, not QueuePolicy.current(): that creates the row when it is missing.
+    reliability = QueuePolicy.objects.filter(pk=1).values_list("reliability", flat=True).first()
     errors = reliability.get("errors") if isinstance(reliability, dict) else None
     rates: dict[int, float] = {}
-    for key, value in (errors or {}).items() if isinstance(errors, dict) else ():
+    for key, value in errors.items() if isinstance(errors, dict) else ():
         try:
-            rate = float(value)
-            rates[int(key)] = rate
+            rid, rate = int(key), float(value)
         except (TypeError, ValueError):
-            continue
-    return {rid: rate for rid, rate in rates.items() if math.isfinite(rate)}
+            continue  # not a reviewer's rate: the field is JSON, written elsewhere
+        if math.isfinite(rate):
+            rates[rid] = rate
+    return rates
 
 
 def _usernames(ids: Iterable[int]) -> dict[int, str]:
