@@ -124,11 +124,13 @@ def _bootstrap_ci(
     return None if low is None or high is None else (low, high)
 
 
-def _codes(*sequences: Sequence[str | None]) -> tuple[list[list[float]], int]:
+def _codes(values: Sequence[str | None]) -> tuple[np.ndarray, int]:
     """Categories as numbers 0..k-1 (in sorted order), None as NaN; and k."""
-    categories = sorted({v for seq in sequences for v in seq if v is not None})
+    import numpy as np
+
+    categories = sorted({v for v in values if v is not None})
     code = {c: float(i) for i, c in enumerate(categories)}
-    return [[code[v] if v is not None else math.nan for v in seq] for seq in sequences], len(categories)
+    return np.fromiter((code.get(v, math.nan) for v in values), dtype=float, count=len(values)), len(categories)  # type: ignore[arg-type]
 
 
 def cohen_kappa(a: Sequence[str], b: Sequence[str], *, bootstrap: int = 1000, seed: int = 0) -> Estimate:
@@ -142,8 +144,8 @@ def cohen_kappa(a: Sequence[str], b: Sequence[str], *, bootstrap: int = 1000, se
     import numpy as np
     from sklearn.metrics import cohen_kappa_score
 
-    (codes_a, codes_b), k = _codes(a, b)
-    x, y = np.asarray(codes_a, dtype=np.intp), np.asarray(codes_b, dtype=np.intp)
+    codes, k = _codes([*a, *b])
+    x, y = codes[:n].astype(np.intp), codes[n:].astype(np.intp)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one category only: kappa is NaN, reported as None
         value = _finite(cohen_kappa_score(x, y))
@@ -202,8 +204,8 @@ def krippendorff_alpha(units: Sequence[Sequence[str | None]], *, bootstrap: int 
     import numpy as np
 
     width = max((len(unit) for unit in units), default=0)
-    rows, k = _codes(*[list(unit) + [None] * (width - len(unit)) for unit in units])
-    matrix = np.asarray(rows, dtype=float).reshape(len(units), width)
+    codes, k = _codes([v for unit in units for v in itertools.chain(unit, [None] * (width - len(unit)))])
+    matrix = codes.reshape(len(units), width)
     counts = _pairable_counts(matrix, k) if k else np.zeros((0, 0))
     n = len(counts)
     if n < 2 or k < 2:
