@@ -130,7 +130,7 @@ def _codes(values: Sequence[str | None]) -> tuple[np.ndarray, int]:
 
     categories = sorted({v for v in values if v is not None})
     code = {c: float(i) for i, c in enumerate(categories)}
-    return np.fromiter((code.get(v, math.nan) for v in values), dtype=float, count=len(values)), len(categories)  # type: ignore[arg-type]
+    return np.fromiter((code.get(v, math.nan) for v in values), dtype=float, count=len(values)), len(categories)
 
 
 def cohen_kappa(a: Sequence[str], b: Sequence[str], *, bootstrap: int = 1000, seed: int = 0) -> Estimate:
