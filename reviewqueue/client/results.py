@@ -109,6 +109,8 @@ class Item:
     verdict: Verdict | None = None
     version: int | None = None
     previous_item: int | None = None
+    awaiting: str | None = None
+    """While waiting: ``review``, ``second_review``, ``tiebreak`` or ``operator``."""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -123,6 +125,7 @@ class Item:
             verdict=Verdict.from_json(verdict) if isinstance(verdict, Mapping) else None,
             version=_int_or_none(body.get("version")),
             previous_item=_int_or_none(body.get("previous_item")),
+            awaiting=_str_or_none(body.get("awaiting")),
             raw=dict(body),
         )
 

@@ -159,6 +159,9 @@ def held_item(
     if item.status == ReviewItem.Status.SHED:
         raise QueueError(f"item {item_id} was shed from the queue")
     if item.status != ReviewItem.Status.CLAIMED or item.lease_holder_id != reviewer.pk:
+        if Judgement.objects.filter(item=item, reviewer=reviewer).exists():
+            # Their answer in a double review is in; the item waits for someone else.
+            raise AlreadyDecided(f"you already answered item {item_id}")
         if item.lease_expiries:
             # The late holder of a lease that ran out and was swept back.
             raise LeaseExpired(f"the lease on item {item_id} expired; it went back to the queue")

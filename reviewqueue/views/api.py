@@ -405,6 +405,7 @@ def _item_body(item: ReviewItem) -> dict[str, Any]:
         "label": item.label,
         "version": item.version,
         "previous_item": item.previous_version_id,
+        "awaiting": _awaiting(item),
         "verdict": (
             {
                 "decision": verdict.decision,
@@ -416,6 +417,19 @@ def _item_body(item: ReviewItem) -> dict[str, Any]:
             else None
         ),
     }
+
+
+# What a waiting item waits for, by its review round (ARCHITECTURE.md rule 11).
+AWAITING = {1: "review", 2: "second_review", 3: "tiebreak"}
+
+
+def _awaiting(item: ReviewItem) -> str | None:
+    """``review``, ``second_review`` (double review: a first answer is in,
+    unseen), ``tiebreak`` (the two disagreed) or ``operator``; None once
+    decided (or shed, or filtered)."""
+    if item.status not in ReviewItem.WAITING:
+        return None
+    return AWAITING.get(item.review_round, "operator")
 
 
 def _sent_back_item(producer: str, item_id: int | None) -> ReviewItem | None:

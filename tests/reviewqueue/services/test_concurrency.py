@@ -14,7 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.models import CircuitBreakerEntry, QueuePolicy, ReviewItem, Verdict
+from reviewqueue.models import CircuitBreakerEntry, Judgement, QueuePolicy, ReviewItem, Verdict
 
 from .threads import in_threads
 
@@ -60,6 +60,31 @@ def test_twenty_claimers_over_500_items_never_claim_the_same_item(make_user: Any
     assert ReviewItem.objects.filter(status__in=ReviewItem.WAITING).count() == 0
     # the claims were spread over the reviewers, not serialised onto one thread
     assert sum(1 for mine in per_reviewer if mine) > 10
+
+
+def test_ten_reviewers_double_reviewing_200_items_each_answer_an_item_once(make_user: Any) -> None:
+    services.policy_update(user=None, changes={"capacity": 1000, "double_review_rate": 1.0, "gold_rate": 0})
+    seed_items(200)
+    reviewers = [make_user(f"d{i}", "reviewer") for i in range(10)]
+
+    def drain(i: int) -> int:
+        answered = 0
+        while (item := services.claim(reviewer=reviewers[i])) is not None:
+            # reviewers 0-4 approve everything, 5-9 reject: pairs agree or a third settles
+            services.decide(item_id=item.pk, reviewer=reviewers[i], approve=i < 5, reason_label="unclear")
+            answered += 1
+        return answered
+
+    answered = sum(in_threads(10, drain))
+    per_item = Counter(Judgement.objects.values_list("item_id", flat=True))
+    pairs = Counter(Judgement.objects.values_list("item_id", "reviewer_id"))
+    assert max(pairs.values()) == 1  # no reviewer answered an item twice
+    assert answered == Judgement.objects.count() == sum(per_item.values())
+    assert set(per_item.values()) <= {2, 3}  # two who agree, or a third to break the tie
+    assert Verdict.objects.count() == 200  # with two categories, three answers always settle
+    assert set(Verdict.objects.values_list("settled_by", flat=True)) <= {"agreement", "tiebreak"}
+    assert ReviewItem.objects.filter(status__in=ReviewItem.WAITING).count() == 0
+    assert QueuePolicy.current().depth == 0
 
 
 def test_concurrent_producers_account_for_every_output(db: None) -> None:
