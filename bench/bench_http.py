@@ -73,14 +73,18 @@ class ClientLog:
 
 def seed_reviewers(clients: int) -> list[ClientLog]:
     """Reviewer users with one password hash computed once for all; capacity
-    far above anything seeded, so nothing is shed and the mode stays normal."""
+    far above anything seeded, so nothing is shed and the mode stays normal.
+    One review per item, as the baseline does, so the checks (no item
+    claimed twice, every verdict stored) hold as stated: double review's
+    cost is a share of extra reviews, which the simulation reports
+    (``extra_review_load_pct``), not a change to a decision's path."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import make_password
 
     from reviewqueue.access import ensure_groups
     from reviewqueue.models import QueuePolicy
 
-    QueuePolicy.objects.update_or_create(pk=1, defaults={"capacity": 1_000_000})
+    QueuePolicy.objects.update_or_create(pk=1, defaults={"capacity": 1_000_000, "double_review_rate": 0})
     groups = ensure_groups()
     hashed = make_password(PASSWORD)
     logs = []

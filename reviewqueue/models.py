@@ -289,11 +289,17 @@ class ReviewItem(models.Model):
     )
     idempotency_key = models.CharField(max_length=200, help_text="unique per producer")
     filter_reason = models.TextField(blank=True)
+    # Columns added since the first release carry database defaults too, so a
+    # row written by plain SQL that does not name them (a bench, a script)
+    # gets the same values as one written by the ORM.
     callback_url = models.URLField(
-        max_length=2000, blank=True, help_text="where this item's events are sent: the producer's or its token's URL"
+        max_length=2000,
+        blank=True,
+        db_default="",
+        help_text="where this item's events are sent: the producer's or its token's URL",
     )
     version = models.PositiveIntegerField(
-        default=1, help_text="2 and up: the output of a run resumed after a send-back"
+        default=1, db_default=1, help_text="2 and up: the output of a run resumed after a send-back"
     )
     previous_version = models.ForeignKey(
         "self",
@@ -305,6 +311,7 @@ class ReviewItem(models.Model):
     )
     review_round = models.PositiveSmallIntegerField(
         default=1,
+        db_default=1,
         help_text="the review the item waits for: 1; 2, a second reviewer's, blind (double review); "
         "3, a third reviewer's, after the two disagreed; 4, an operator's, after three disagreed",
     )
@@ -401,7 +408,9 @@ class Verdict(models.Model):
     decision = models.CharField(max_length=16, choices=Decision.choices)
     reason_label = models.CharField(max_length=20, choices=ReasonLabel.choices, blank=True)
     note = models.TextField(blank=True)
-    edited_output = models.TextField(blank=True, help_text="edit and approve: the reviewer's corrected output")
+    edited_output = models.TextField(
+        blank=True, db_default="", help_text="edit and approve: the reviewer's corrected output"
+    )
     counts_for_tuner = models.BooleanField(default=True, help_text="verdicts on sampled auto-passes do not tune")
     settled_by = models.CharField(
         max_length=16,
@@ -412,6 +421,7 @@ class Verdict(models.Model):
             ("operator", "an operator settled a disagreement"),
         ],
         default="reviewer",
+        db_default="reviewer",
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
