@@ -107,10 +107,18 @@ def demo_logins() -> dict[str, str]:
     """Random passwords made once per checkout (kept in var/, never committed)."""
     path = ROOT / "var" / "demo_logins.json"
     path.parent.mkdir(exist_ok=True)
-    if not path.exists():
-        path.write_text(json.dumps({"reviewer": secrets.token_urlsafe(9), "operator": secrets.token_urlsafe(9)}))
+    logins = json.loads(path.read_text()) if path.exists() else {}
+    missing = [name for name in DEMO_USERS if name not in logins]
+    if missing:
+        logins.update({name: secrets.token_urlsafe(9) for name in missing})
+        path.write_text(json.dumps(logins))
         path.chmod(0o600)
-    return json.loads(path.read_text())
+    return logins
+
+
+# Two reviewers, so double review (a share of items judged by a second,
+# blind reviewer) can be tried from two browsers; one operator.
+DEMO_USERS = ("reviewer", "reviewer2", "operator")
 
 
 # The demo's load comes in waves: a round of the built-in suite every
@@ -175,7 +183,8 @@ def demo_accounts(manage: list[str], env: dict[str, str]) -> dict[str, str]:
     """Migrate, and make the demo's reviewer and operator with this checkout's passwords."""
     sh(*manage, "migrate", "--no-input", "-v", "0", env=env)
     logins = demo_logins()
-    sh(*manage, "setup_roles", "--user", "reviewer", "--role", "reviewer", "--password", logins["reviewer"], env=env)
+    for name in ("reviewer", "reviewer2"):
+        sh(*manage, "setup_roles", "--user", name, "--role", "reviewer", "--password", logins[name], env=env)
     operator = ["--user", "operator", "--role", "operator", "--password", logins["operator"], "--staff"]
     sh(*manage, "setup_roles", *operator, env=env)
     return logins
@@ -218,7 +227,8 @@ def demo(port: int = 8000) -> int:
         "  reviewqueue demo is running\n"
         f"  open       http://127.0.0.1:{port}/\n"
         f"  reviewer   reviewer / {logins['reviewer']}   (review page: keys a r 1-5 Enter e b s u ?)\n"
-        f"  operator   operator / {logins['operator']}   (dashboard, what-if, policy, admin)\n"
+        f"             reviewer2 / {logins['reviewer2']}   (a second reviewer, for double review)\n"
+        f"  operator   operator / {logins['operator']}   (dashboard, review quality, what-if, policy, admin)\n"
         f"  load       a round of the suite every {load['DEMO_ROUND_SECONDS']:g} s for "
         f"{load['DEMO_BUSY_MINUTES']:g} min, then {load['DEMO_QUIET_MINUTES']:g} min quiet (DEMO_* variables)\n"
         "  loops of the built-in suite are filling the queue; Ctrl-C stops everything\n",

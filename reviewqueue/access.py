@@ -139,6 +139,11 @@ OPERATOR_READS = (
     "depthsample",
     "simulationrun",
     "webhookdelivery",
+    # Gold marks, answers and standings change through the quality page's
+    # services (mark_gold, retire_gold, settle, reinstate), never by hand.
+    "golditem",
+    "judgement",
+    "reviewerstanding",
 )
 # The one model an operator also changes in the admin: its save goes through
 # services.policy_update, which validates and audits like the policy page.

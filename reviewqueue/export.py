@@ -39,6 +39,8 @@ EXPORT_COLUMNS = (
     ("item_version", "item__version"),  # 2 and up: the output of a run resumed after a send-back
     ("previous_item_id", "item__previous_version_id"),
     ("reviewer", "reviewer__username"),
+    # reviewer (one review), agreement, tiebreak or operator: how a double review was settled
+    ("settled_by", "settled_by"),
     ("counts_for_tuner", "counts_for_tuner"),
     ("item_created_at", "item__created_at"),
     ("decided_at", "created_at"),
