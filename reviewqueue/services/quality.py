@@ -329,6 +329,16 @@ def serve_gold(reviewer: AbstractBaseUser, now: datetime, lease_seconds: int | N
     rate = _gold_rate()
     if rate <= 0 or _rng.random() >= rate:
         return None
+    # The next real item's arrival: none waiting, no gold either; a copy
+    # "arrives" with it, so its age on the card is a real item's.
+    arrived = (
+        ReviewItem.objects.filter(status=ReviewItem.Status.PENDING)
+        .order_by("-priority", "created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    if arrived is None:
+        return None
     paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
     seen = Judgement.objects.filter(reviewer=reviewer, item__gold=OuterRef("pk"))
     judged_source = Judgement.objects.filter(reviewer=reviewer, item=OuterRef("item"))
@@ -337,7 +347,6 @@ def serve_gold(reviewer: AbstractBaseUser, now: datetime, lease_seconds: int | N
         .exclude(item__verdict__reviewer=reviewer)
         .exclude(Exists(judged_source))
         .exclude(Exists(seen))
-        .filter(Exists(ReviewItem.objects.filter(status=ReviewItem.Status.PENDING)))
         .exclude(Exists(paused))
         .select_related("item")
         .order_by("?")
@@ -356,7 +365,7 @@ def serve_gold(reviewer: AbstractBaseUser, now: datetime, lease_seconds: int | N
         lease_holder=reviewer,
         lease_expires_at=now + timedelta(seconds=lease_seconds),
         claimed_at=now,
-        created_at=now,
+        created_at=arrived,
     )
     log.info("gold item served", extra={"gold": gold.pk, "reviewer": reviewer.pk})
     return copy

@@ -23,6 +23,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -82,16 +83,11 @@ def _context_panel(user: User) -> dict[str, object]:
     and instructions in one query. Verdicts load only the columns shown."""
     now = timezone.now()
     hour_ago = now - timedelta(hours=1)
-    recent = list(
-        Verdict.objects.filter(reviewer=user)
-        .select_related("item")
-        .only("decision", "reason_label", "created_at", "item_id", "item__claimed_at")
-        .order_by("-created_at", "-pk")[:PACE_SAMPLE]
-    )
+    recent = _recent_answers(user)
     spans = [
-        (v.created_at - v.item.claimed_at).total_seconds()
+        (v.created_at - v.claimed_at).total_seconds()
         for v in recent
-        if v.item.claimed_at is not None and v.created_at >= v.item.claimed_at
+        if v.claimed_at is not None and v.created_at >= v.claimed_at
     ]
     median = statistics.median(spans) if spans else None
     queue, _ = QueuePolicy.objects.only("mode", "instructions", "depth").get_or_create(pk=1)
@@ -108,12 +104,33 @@ def _context_panel(user: User) -> dict[str, object]:
     }
 
 
+def _recent_answers(user: User) -> list[Verdict]:
+    """The reviewer's newest answers, newest first, as (unsaved) verdicts
+    carrying ``claimed_at``: their verdicts, and their answers that are no
+    item's verdict (a double review's answer, a gold answer). Listed alike,
+    so nothing in the list tells a gold or a double-reviewed item apart.
+    One statement (a UNION)."""
+    columns = ("decision", "reason_label", "created_at", "item_id", "item__claimed_at")
+    verdicts = Verdict.objects.filter(reviewer=user).values_list(*columns)
+    settled_by_them = Verdict.objects.filter(item=OuterRef("item"), reviewer=user)
+    answers = Judgement.objects.filter(reviewer=user).exclude(Exists(settled_by_them)).values_list(*columns)
+    rows = verdicts.union(answers, all=True).order_by("-created_at")[:PACE_SAMPLE]
+    recent = []
+    for decision, label, created_at, item_id, claimed_at in rows:
+        verdict = Verdict(decision=decision, reason_label=label, created_at=created_at, item_id=item_id)
+        verdict.claimed_at = claimed_at
+        recent.append(verdict)
+    return recent
+
+
 def _last_hour(user: User, recent: list[Verdict], since: datetime) -> int:
     """The reviewer's verdicts since ``since``: counted from ``recent`` (the
     newest first) when it reaches back past ``since``, else by a query."""
     if len(recent) < PACE_SAMPLE or recent[-1].created_at < since:
         return sum(1 for v in recent if v.created_at >= since)
-    return Verdict.objects.filter(reviewer=user, created_at__gte=since).count()
+    settled_by_them = Verdict.objects.filter(item=OuterRef("item"), reviewer=user)
+    answers = Judgement.objects.filter(reviewer=user, created_at__gte=since).exclude(Exists(settled_by_them))
+    return Verdict.objects.filter(reviewer=user, created_at__gte=since).count() + answers.count()
 
 
 def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 200) -> HttpResponse:

@@ -104,3 +104,16 @@ def test_the_producer_sees_a_waiting_item_then_one_settled_verdict(
     settled = producer_view(client, item_id, token)
     assert (settled["status"], settled["awaiting"], settled["verdict"]["decision"]) == ("approved", None, "approve")
     assert settled["verdict"]["note"] == "fine as it is"  # the settling answer's words, not the outvoted one's
+
+
+def test_an_answer_that_settles_nothing_is_listed_with_the_reviewers_verdicts(
+    client: Client, pair: tuple[Any, Any], pushed: tuple[int, str]
+) -> None:
+    ann, _ = pair
+    item_id, _ = pushed
+    client.force_login(ann)
+    client.post("/review/next/")
+    page = client.post(f"/review/{item_id}/decide/", {"decision": "approve"}, follow=True).content.decode()
+    recent = page[page.index("Your recent verdicts") :]
+    assert f">#{item_id}</a>" in recent  # listed like any verdict: nothing marks it as special
+    assert "1</strong> verdict in the last hour" in page
