@@ -225,6 +225,11 @@ class QueuePolicy(models.Model):
         return {name: getattr(self, name) for name in self.EDITABLE_FIELDS}
 
 
+# A double review whose three answers all differ waits in this round, which
+# no reviewer claims: only an operator settles it (services.quality.settle).
+OPERATOR_ROUND = 4
+
+
 class QueueItems(models.Manager["ReviewItem"]):
     """The queue's items: everything but gold items' copies. A copy is served
     to one reviewer (services.quality) and must stay out of every count, list

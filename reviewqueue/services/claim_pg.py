@@ -6,8 +6,8 @@ claimed under a lease that ran out) and skips rows another transaction holds,
 so two reviewers never get the same item; the lease length comes from the
 caller or, in the same statement, from the policy row (which is read, not
 locked). An item whose lease ran out has its expiry counted on it. Gold
-copies, items this reviewer already answered in a double review, and every
-item for a paused reviewer are passed over.
+copies, items this reviewer already answered in a double review, items only
+an operator may settle, and every item for a paused reviewer are passed over.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from datetime import datetime
 
 from django.db import connection
 
-from ..models import Judgement, QueuePolicy, ReviewerStanding, ReviewItem
+from ..models import OPERATOR_ROUND, Judgement, QueuePolicy, ReviewerStanding, ReviewItem
 
 _FIELDS = ReviewItem._meta.concrete_fields
 
@@ -41,7 +41,7 @@ def _sql() -> str:
         f" + CASE WHEN {col('status')} = 'claimed' THEN 1 ELSE 0 END"
         f" WHERE {item.pk.column} = (SELECT {item.pk.column} FROM {item.db_table}"
         f" WHERE {claimable} AND NOT ({item.pk.column} = ANY(%(exclude)s::bigint[]))"
-        f" AND {col('gold')} IS NULL"
+        f" AND {col('gold')} IS NULL AND {col('review_round')} < {OPERATOR_ROUND}"
         # never an item this reviewer already answered in a double review
         f" AND ({col('review_round')} = 1 OR NOT EXISTS (SELECT 1 FROM {judgement.db_table} j"
         f" WHERE j.{judgement.get_field('item').column} = {item.db_table}.{item.pk.column}"

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from ..models import Judgement, QueuePolicy, ReviewerStanding, ReviewItem
+from ..models import OPERATOR_ROUND, Judgement, QueuePolicy, ReviewerStanding, ReviewItem
 from . import claim_pg, quality
 from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
 
@@ -106,7 +106,7 @@ def _claimable(reviewer: AbstractBaseUser, now: datetime, exclude: Collection[in
     ]
     found = []
     for rows in candidates:
-        rows = rows.exclude(Q(review_round__gt=1) & Exists(answered))
+        rows = rows.exclude(Q(review_round__gt=1) & Exists(answered)).filter(review_round__lt=OPERATOR_ROUND)
         if exclude:
             rows = rows.exclude(pk__in=list(exclude))
         first = rows.order_by(*order).only("pk", "priority", "created_at", "status").first()

@@ -111,7 +111,11 @@ def test_a_disagreement_goes_to_a_third_reviewer_who_breaks_the_tie(
 
 
 def test_three_different_answers_wait_for_an_operator_who_settles(
-    admit_item: Callable[..., Any], small_queue: Callable[..., Any], team: list[Any], operator: Any
+    admit_item: Callable[..., Any],
+    small_queue: Callable[..., Any],
+    team: list[Any],
+    operator: Any,
+    make_user: Callable[..., Any],
 ) -> None:
     item_id = double_reviewed(admit_item, small_queue)
     ann, ben, cat = team
@@ -122,6 +126,7 @@ def test_three_different_answers_wait_for_an_operator_who_settles(
     item = ReviewItem.objects.get(pk=item_id)
     assert (item.status, item.review_round) == ("pending", 4)
     assert all(services.claim(reviewer=r) is None for r in team)  # only an operator settles it now
+    assert services.claim(reviewer=make_user("dan", "reviewer")) is None  # not a fourth reviewer either
     with pytest.raises(services.InvalidInput):
         services.settle(item_id=item_id, operator=operator, decision="reject")  # a rejection needs a label
     verdict = services.settle(item_id=item_id, operator=operator, decision="reject", reason_label="hallucination")
