@@ -69,14 +69,19 @@ def test_the_second_reviewer_sees_the_item_and_nothing_of_the_first_answer(
     assert FIRST_NOTE not in item_page
 
 
+def first_answer(client: Client, reviewer: Any, item_id: int) -> str:
+    """The reviewer claims the item and approves it in this client; the page that follows."""
+    client.force_login(reviewer)
+    client.post("/review/next/")
+    return client.post(f"/review/{item_id}/decide/", {"decision": "approve"}, follow=True).content.decode()
+
+
 def test_a_second_post_from_the_first_reviewer_is_refused_without_revealing_anything(
     client: Client, pair: tuple[Any, Any], pushed: tuple[int, str]
 ) -> None:
     ann, _ = pair
     item_id, _ = pushed
-    client.force_login(ann)
-    client.post("/review/next/")
-    client.post(f"/review/{item_id}/decide/", {"decision": "approve"})
+    first_answer(client, ann, item_id)
     again = client.post(f"/review/{item_id}/decide/", {"decision": "reject", "reason_label": "unclear"}, follow=True)
     assert f"You already answered item #{item_id}" in again.content.decode()
     assert ReviewItem.objects.get(pk=item_id).review_round == 2
@@ -111,9 +116,7 @@ def test_an_answer_that_settles_nothing_is_listed_with_the_reviewers_verdicts(
 ) -> None:
     ann, _ = pair
     item_id, _ = pushed
-    client.force_login(ann)
-    client.post("/review/next/")
-    page = client.post(f"/review/{item_id}/decide/", {"decision": "approve"}, follow=True).content.decode()
+    page = first_answer(client, ann, item_id)
     recent = page[page.index("Your recent verdicts") :]
     assert f">#{item_id}</a>" in recent  # listed like any verdict: nothing marks it as special
     assert "1</strong> verdict in the last hour" in page

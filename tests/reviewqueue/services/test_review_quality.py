@@ -218,6 +218,23 @@ def gold_queue(small_queue: Callable[..., Any]) -> Callable[..., Any]:
     return make
 
 
+@pytest.fixture
+def gold_decided_by(
+    admit_item: Callable[..., Any], gold_queue: Callable[..., Any], operator: Any
+) -> Callable[..., GoldItem]:
+    """Gold items decided (approved) by one reviewer, then served at gold rate 1."""
+
+    def make(reviewer: Any, count: int = 1, **policy_fields: Any) -> GoldItem:
+        gold_queue(**{**policy_fields, "gold_rate": 0})  # no copies served while the sources are decided
+        for _ in range(count):
+            source = decided_item(admit_item, reviewer, approve=True)
+            gold = services.mark_gold(item_id=source, operator=operator, expected_decision="approve")
+        services.policy_update(user=None, changes={"gold_rate": 1.0})
+        return gold
+
+    return make
+
+
 def test_a_gold_copy_looks_like_its_item_and_its_answer_reaches_no_one(
     admit_item: Callable[..., Any], gold_queue: Callable[..., Any], team: list[Any], operator: Any
 ) -> None:
@@ -265,14 +282,10 @@ def test_a_gold_copy_looks_like_its_item_and_its_answer_reaches_no_one(
 
 
 def test_gold_is_never_served_to_its_own_decider_twice_or_on_an_empty_queue(
-    admit_item: Callable[..., Any], gold_queue: Callable[..., Any], team: list[Any], operator: Any
+    admit_item: Callable[..., Any], gold_decided_by: Callable[..., GoldItem], team: list[Any]
 ) -> None:
     ann, ben, _ = team
-    gold_queue()
-    services.policy_update(user=None, changes={"gold_rate": 0})
-    source = decided_item(admit_item, ann, approve=True)
-    services.mark_gold(item_id=source, operator=operator, expected_decision="approve")
-    services.policy_update(user=None, changes={"gold_rate": 1.0})
+    gold_decided_by(ann)
     assert services.claim(reviewer=ben) is None  # nothing real waits: no gold either
     real = admit_item().item.pk
     assert services.claim(reviewer=ann).pk == real  # ann decided the source
@@ -284,14 +297,10 @@ def test_gold_is_never_served_to_its_own_decider_twice_or_on_an_empty_queue(
 
 
 def test_a_skipped_or_abandoned_copy_is_gone_and_never_reaches_the_queue(
-    admit_item: Callable[..., Any], gold_queue: Callable[..., Any], team: list[Any], operator: Any
+    admit_item: Callable[..., Any], gold_decided_by: Callable[..., GoldItem], team: list[Any]
 ) -> None:
     ann, ben, cat = team
-    gold_queue()
-    services.policy_update(user=None, changes={"gold_rate": 0})
-    source = decided_item(admit_item, ann, approve=True)
-    services.mark_gold(item_id=source, operator=operator, expected_decision="approve")
-    services.policy_update(user=None, changes={"gold_rate": 1.0})
+    gold_decided_by(ann)
     admit_item()
     copy = services.claim(reviewer=ben)
     services.release(item_id=copy.pk, reviewer=ben)
@@ -305,15 +314,10 @@ def test_a_skipped_or_abandoned_copy_is_gone_and_never_reaches_the_queue(
 
 
 def test_a_reviewer_below_the_bar_on_gold_is_flagged_paused_and_reinstated(
-    admit_item: Callable[..., Any], gold_queue: Callable[..., Any], team: list[Any], operator: Any
+    admit_item: Callable[..., Any], gold_decided_by: Callable[..., GoldItem], team: list[Any], operator: Any
 ) -> None:
     ann, ben, _ = team
-    gold_queue(gold_min_accuracy=0.7, gold_min_answers=3, gold_pause=True)
-    services.policy_update(user=None, changes={"gold_rate": 0})
-    for _ in range(4):
-        source = decided_item(admit_item, ann, approve=True)
-        services.mark_gold(item_id=source, operator=operator, expected_decision="approve")
-    services.policy_update(user=None, changes={"gold_rate": 1.0})
+    gold_decided_by(ann, count=4, gold_min_accuracy=0.7, gold_min_answers=3, gold_pause=True)
     admit_item()
     for n in range(3):  # ben rejects what is right
         copy = services.claim(reviewer=ben)
@@ -337,15 +341,10 @@ def test_gold_marks_only_decided_items(admit_item: Callable[..., Any], operator:
 
 
 def test_retired_gold_is_not_served(
-    admit_item: Callable[..., Any], gold_queue: Callable[..., Any], team: list[Any], operator: Any
+    admit_item: Callable[..., Any], gold_decided_by: Callable[..., GoldItem], team: list[Any], operator: Any
 ) -> None:
     ann, ben, _ = team
-    gold_queue()
-    services.policy_update(user=None, changes={"gold_rate": 0})
-    gold = services.mark_gold(
-        item_id=decided_item(admit_item, ann, approve=True), operator=operator, expected_decision="approve"
-    )
-    services.policy_update(user=None, changes={"gold_rate": 1.0})
+    gold = gold_decided_by(ann)
     services.retire_gold(gold_id=gold.pk, operator=operator)
     admit_item()
     assert services.claim(reviewer=ben).gold_id is None
