@@ -139,6 +139,9 @@ OPERATOR_READS = (
     "depthsample",
     "simulationrun",
     "webhookdelivery",
+    "golditem",
+    "judgement",
+    "reviewerstanding",
 )
 # The one model an operator also changes in the admin: its save goes through
 # services.policy_update, which validates and audits like the policy page.
