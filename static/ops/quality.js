@@ -19,18 +19,18 @@
       problem.hidden = false;
     }
   });
-  // After a swap, put the keyboard where the answer is: the first error of a
-  // refused form, or the settled item's note.
-  document.body.addEventListener("htmx:afterSwap", function (event) {
-    var target = event.detail.target;
-    if (!target || !target.isConnected) {
-      var id = event.detail.elt && event.detail.elt.getAttribute("hx-target");
-      target = id && id.charAt(0) === "#" ? document.querySelector(id) : null;
-    }
-    if (!target) { return; }
-    var focus = target.querySelector(".has-error input, .has-error select, .has-error textarea, [role=status]");
+  // Swapped-in content is announced by htmx:load on the new element (an
+  // outerHTML swap fires its other events on the element it removed, which
+  // no longer bubbles here). The keyboard goes where the answer is: the first
+  // error of a refused form, or the note that an item was settled.
+  document.body.addEventListener("htmx:load", function (event) {
+    var root = event.target;
+    if (!root || root === document.body || !root.querySelector) { return; }
+    var focus = root.querySelector(".has-error input, .has-error select, .has-error textarea");
+    if (!focus && root.matches("[role=status]")) { focus = root; }
+    if (!focus) { focus = root.querySelector("[role=status]"); }
     if (focus) {
-      if (!focus.matches("input, select, textarea")) { focus.setAttribute("tabindex", "-1"); }
+      if (!focus.matches("input, select, textarea, button, a")) { focus.setAttribute("tabindex", "-1"); }
       focus.focus();
     }
   });
