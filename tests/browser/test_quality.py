@@ -170,3 +170,26 @@ def test_settle_and_retire_with_the_mouse(
     row.get_by_role("button", name="Retire").click()
     expect(row).to_contain_text("retired")
     assert GoldItem.objects.get(pk=quality_data["gold"]).retired_at is not None
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_an_operator_marks_a_decided_item_as_gold_from_its_page(
+    new_context: Any, live_server: Any, login: Any, quality_data: dict[str, Any], width: str, artifacts: Path
+) -> None:
+    from reviewqueue.models import GoldItem, ReviewItem
+
+    source = ReviewItem.objects.get(task_id="gold-source")
+    GoldItem.objects.filter(item=source).delete()
+    page = _open(new_context, login, width)
+    page.goto(f"{live_server.url}/review/items/{source.pk}/")
+    form = page.locator("#gold-form")
+    expect(form.get_by_role("radio", name="Approve")).to_be_checked()  # prefilled from the verdict
+    form.get_by_role("radio", name="Reject").click()
+    form.get_by_label("Expected label (reject only)").select_option("hallucination")
+    form.get_by_role("button", name="Mark as gold").click()
+    expect(page.locator("#gold-current")).to_contain_text("Reject")
+    gold = GoldItem.objects.get(item=source)
+    assert (gold.expected_decision, gold.expected_label) == ("reject", "hallucination")
+    found = page.evaluate(OVERFLOW)
+    assert found["scroll"] <= found["client"], f"item page at {width}: {found}"
+    page.screenshot(path=str(artifacts / f"item-gold-{width}.png"), full_page=True)
