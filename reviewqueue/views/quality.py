@@ -6,9 +6,11 @@ operator role."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.contrib import messages
+from django.core.cache import cache
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -20,6 +22,8 @@ from ..forms import GoldForm, SettleForm
 from ..models import GoldItem, Judgement, QueuePolicy, ReviewerStanding, ReviewItem
 from .http import HtmxHttpRequest
 from .review import render_item
+
+log = logging.getLogger(__name__)
 
 # Krippendorff's guidance for alpha: data are relied on at 0.8 and above, and
 # used for tentative conclusions only from 0.667.
@@ -134,6 +138,16 @@ def page_context(forms: dict[int, SettleForm] | None = None) -> dict[str, Any]:
     }
 
 
+def forget_report() -> None:
+    """Drop the cached quality report after an operator changed what it
+    counts, so the page they return to shows the change, not a minute-old
+    copy. An unreachable cache only leaves the old copy to run out."""
+    try:
+        cache.delete(quality.CACHE_KEY)
+    except Exception:  # noqa: BLE001 - the change is recorded; the report catches up within its cache time
+        log.warning("cache unreachable; the quality report may lag for a minute")
+
+
 @require_GET
 @operator_required
 def quality_page(request: HtmxHttpRequest) -> HttpResponse:
@@ -156,6 +170,7 @@ def settle(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     if form.is_valid():
         try:
             verdict = services.settle(item_id=item.pk, operator=request.user, **form.cleaned_data)
+            forget_report()
         except services.InvalidInput as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         except services.QueueError as exc:  # AlreadyDecided among them
@@ -176,6 +191,7 @@ def reinstate(request: HtmxHttpRequest, reviewer_id: int) -> HttpResponse:
     """Clear a reviewer's flag and pause; htmx gets the reviewer's row back."""
     standing = get_object_or_404(ReviewerStanding.objects.select_related("reviewer"), reviewer_id=reviewer_id)
     services.reinstate(reviewer_id=standing.reviewer_id, operator=request.user)
+    forget_report()
     name = standing.reviewer.get_username()
     if request.htmx:
         context = {"name": name, "reviewer_id": standing.reviewer_id}
@@ -190,6 +206,7 @@ def retire_gold(request: HtmxHttpRequest, gold_id: int) -> HttpResponse:
     """Stop serving a gold item; its answers so far still count."""
     gold = get_object_or_404(GoldItem, pk=gold_id, retired_at=None)
     services.retire_gold(gold_id=gold.pk, operator=request.user)
+    forget_report()
     if request.htmx:
         return render(request, "ops/quality.html#retired", {"gold": gold})
     messages.success(request, f"Gold item #{gold.item_id} retired.")
@@ -209,6 +226,7 @@ def mark_gold(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
         except services.InvalidInput as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
+            forget_report()
             messages.success(request, f"Item #{item.pk} is gold: copies of it will be served to reviewers.")
             return redirect("review_item", item_id=item.pk)
     return render_item(request, item, gold_form=form, status=400)

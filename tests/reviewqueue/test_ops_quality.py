@@ -371,3 +371,15 @@ def test_a_gold_copy_page_is_the_page_of_an_ordinary_item(
     # An operator is told what it is.
     client.force_login(operator)
     assert f'A copy of gold item <a href="/review/items/{source.pk}/">' in page(copy)
+
+
+def test_the_page_after_a_change_is_not_a_cached_copy(ops_client: Client, make_user: Any) -> None:
+    user, _ = flagged(make_user, "paula", paused=True)
+    row = f'id="reviewer-{user.pk}"'
+    before = ops_client.get(reverse("ops:quality")).content.decode()  # the report is cached now
+    assert "Reinstate" in before.split(row)[1].split("</tr>")[0]
+    response = ops_client.post(reverse("ops:quality_reinstate", args=[user.pk]))
+    assert response.status_code == 302
+    after = ops_client.get(response["Location"]).content.decode()
+    assert "paula is reinstated." in after
+    assert row not in after or "Reinstate" not in after.split(row)[1].split("</tr>")[0]
