@@ -185,9 +185,14 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
     this (second) verdict: two tabs, a double submit or another reviewer."""
     tried = tried or ("approval" if approve else "rejection")
     verdict = Verdict.objects.filter(item_id=item_id).select_related("reviewer").first()
-    if verdict is None:  # a filter rule, not a person, decided it
+    if verdict is None:  # a filter rule decided it, or it has only answers (a gold copy, a double review)
         item = ReviewItem.objects.filter(pk=item_id).first()
-        status = item.get_status_display() if item is not None else "removed"
+        if item is None:
+            return Notice(f"Item #{item_id} was already decided (removed); your {tried} was not recorded.", "error")
+        # Said as for any item, so an answered gold copy reads like an ordinary decided one.
+        status, own = _as_reviewer_sees_it(reviewer, item, None)
+        if own is not None:
+            return Notice(f"Your verdict on item #{item_id} was already recorded ({status}); nothing changed.")
         return Notice(f"Item #{item_id} was already decided ({status}); your {tried} was not recorded.", "error")
     recorded = f"{_verdict_words(verdict)} {ago(verdict.created_at)}"
     if verdict.reviewer_id != reviewer.pk:
@@ -622,7 +627,11 @@ def _as_reviewer_sees_it(
     status = item.get_status_display()
     if is_operator(user) or (verdict is not None and item.gold_id is None):
         return status, verdict
-    own = Judgement.objects.filter(item=item, reviewer=user).select_related("reviewer").first()
+    answers = list(Judgement.objects.filter(item=item).select_related("reviewer").order_by("pk"))
+    own = next((answer for answer in answers if answer.reviewer_id == user.pk), None)
+    if own is None and item.gold_id is not None and answers:
+        # Someone else's answered copy: the status its answer would give, never "gold".
+        return ReviewItem.Status(STATUS_AFTER[Verdict.Decision(answers[0].decision)]).label, None
     if own is None:
         # Held, not answered yet: a gold copy is "claimed" like any item.
         return status, None

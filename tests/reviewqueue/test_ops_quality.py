@@ -383,3 +383,20 @@ def test_the_page_after_a_change_is_not_a_cached_copy(ops_client: Client, make_u
     after = ops_client.get(response["Location"]).content.decode()
     assert "paula is reinstated." in after
     assert row not in after or "Reinstate" not in after.split(row)[1].split("</tr>")[0]
+
+
+def test_a_second_answer_on_a_gold_copy_is_told_as_on_any_item(
+    admit_item: Any, reviewer: User, make_user: Any, operator: User
+) -> None:
+    from reviewqueue.views.review import _already_decided
+
+    source = decided(admit_item, reviewer, approve=True)
+    gold = GoldItem.objects.create(item=source, expected_decision="approve", created_by=operator)
+    copy = admit_item().item
+    ReviewItem.objects.filter(pk=copy.pk).update(gold=gold, status=ReviewItem.Status.GOLD)
+    Judgement.objects.create(item=copy, reviewer=reviewer, kind=Judgement.Kind.GOLD, decision="reject", correct=False)
+    mine = _already_decided(copy.pk, reviewer, approve=True, reason_label="")
+    assert mine.text == f"Your verdict on item #{copy.pk} was already recorded (Rejected); nothing changed."
+    other = _already_decided(copy.pk, make_user("ray", "reviewer"), approve=True, reason_label="")
+    assert other.text == f"Item #{copy.pk} was already decided (Rejected); your approval was not recorded."
+    assert "gold" not in (mine.text + other.text).lower()
