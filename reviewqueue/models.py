@@ -225,6 +225,16 @@ class QueuePolicy(models.Model):
         return {name: getattr(self, name) for name in self.EDITABLE_FIELDS}
 
 
+class QueueItems(models.Manager["ReviewItem"]):
+    """The queue's items: everything but gold items' copies. A copy is served
+    to one reviewer (services.quality) and must stay out of every count, list
+    and export; only the lease and verdict services reach it, through
+    ``ReviewItem.all_objects``."""
+
+    def get_queryset(self) -> models.QuerySet[ReviewItem]:
+        return super().get_queryset().filter(gold__isnull=True)
+
+
 class ReviewItem(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -312,7 +322,11 @@ class ReviewItem(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True, db_index=True)
     shed_at = models.DateTimeField(null=True, blank=True)
 
+    objects = QueueItems()
+    all_objects = models.Manager()
+
     class Meta:
+        base_manager_name = "all_objects"
         permissions = [
             ("review", "Can claim and decide review items"),
             ("operate", "Can operate the queue: dashboard, policy, what-if, export"),

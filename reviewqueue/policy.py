@@ -8,6 +8,7 @@ randomness comes in as an explicit ``random.Random``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from collections import Counter, defaultdict
@@ -439,6 +440,36 @@ def applied_step_limit(expected: float, cfg: TunerConfig) -> int:
     """The whole step limit loops run with under the noise-aware tuner: its
     expected limit rounded half up, within the bounds."""
     return cfg.clamp(math.floor(expected + 0.5))
+
+
+# --- double review and gold (ARCHITECTURE.md rule 11) ---
+
+
+def selected_for_double_review(item_key: int, rate: float) -> bool:
+    """Whether an item gets a second, blind review: a share ``rate`` of items,
+    chosen by a hash of the item's key, so the choice is the same however
+    often it is asked and no reviewer can steer it."""
+    if not 0 <= rate <= 1:
+        raise PolicyError("double_review_rate", "must be in [0, 1]")
+    digest = hashlib.blake2b(f"double-review:{item_key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 < rate
+
+
+def settled_decision(decisions: Sequence[str]) -> str | None:
+    """The decision a double review settles on, from the reviewers' decision
+    categories in the order they answered: two who agree settle it; after a
+    disagreement, the category at least two of three share; None while no
+    category has two votes (the item waits for another reviewer, or, after
+    three, for an operator)."""
+    counts = Counter(decisions)
+    agreed = [decision for decision, n in counts.items() if n >= 2]
+    return agreed[0] if agreed else None
+
+
+def gold_flagged(correct: int, answers: int, min_accuracy: float, min_answers: int) -> bool:
+    """A reviewer is flagged when, over at least ``min_answers`` gold answers,
+    the share they got right is below ``min_accuracy``."""
+    return answers >= max(1, min_answers) and correct < min_accuracy * answers
 
 
 REASON_LABELS: tuple[str, ...] = (

@@ -280,6 +280,8 @@ CELERY_BEAT_SCHEDULE = {
     "expire-leases": {"task": "reviewqueue.tasks.expire_leases", "schedule": timedelta(seconds=15)},
     # Webhook events whose announcement was lost, or whose retry is due.
     "sweep-webhooks": {"task": "reviewqueue.tasks.webhooks.sweep", "schedule": timedelta(seconds=5)},
+    # The reviewers' error rates, for the noise-aware tuner and the quality page.
+    "estimate-reliability": {"task": "reviewqueue.tasks.estimate_reliability", "schedule": timedelta(seconds=60)},
 }
 # A run still "running" this long after its last start lost its message
 # (e.g. the embedded broker's worker was killed outright); it is sent again.

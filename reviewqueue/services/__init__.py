@@ -16,6 +16,7 @@ depth and mode       ``depth`` (kept depth, mode history, reconciling)
 leases               ``leases`` (claim, release, renew, expiry)
 verdicts and undo    ``verdicts`` (decide, send back, undo, tuner feedback, rule proposals)
 operator decisions   ``queue_policy`` (policy settings, filter-rule decisions)
+review quality       ``quality`` (double review, gold items, standing, reliability)
 input hygiene        ``cleaning`` (clean_text, clean_json)
 errors               ``errors`` (QueueError and its subclasses)
 ===================  ===========================================================
@@ -40,6 +41,7 @@ from .errors import (
 )
 from .leases import claim, current_claim, expire_leases, release, renew
 from .outcomes import AdmitResult
+from .quality import is_paused, mark_gold, reestimate, reinstate, retire_gold, settle
 from .queue_policy import decide_rule, policy_update
 from .verdicts import decide, send_back, undo
 
@@ -63,11 +65,17 @@ __all__ = [
     "decide_rule",
     "enabled_gates",
     "expire_leases",
+    "is_paused",
+    "mark_gold",
     "policy_update",
     "queue_depth",
     "reconcile_depth",
+    "reestimate",
+    "reinstate",
     "release",
     "renew",
+    "retire_gold",
     "send_back",
+    "settle",
     "undo",
 ]

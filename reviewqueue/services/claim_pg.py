@@ -5,7 +5,9 @@ RETURNING ...``: the subquery locks the next claimable item (pending, or
 claimed under a lease that ran out) and skips rows another transaction holds,
 so two reviewers never get the same item; the lease length comes from the
 caller or, in the same statement, from the policy row (which is read, not
-locked). An item whose lease ran out has its expiry counted on it.
+locked). An item whose lease ran out has its expiry counted on it. Gold
+copies, items this reviewer already answered in a double review, and every
+item for a paused reviewer are passed over.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from datetime import datetime
 
 from django.db import connection
 
-from ..models import QueuePolicy, ReviewItem
+from ..models import Judgement, QueuePolicy, ReviewerStanding, ReviewItem
 
 _FIELDS = ReviewItem._meta.concrete_fields
 
 
 def _sql() -> str:
     item, queue = ReviewItem._meta, QueuePolicy._meta
+    judgement, standing = Judgement._meta, ReviewerStanding._meta
 
     def col(name: str) -> str:
         return item.get_field(name).column
@@ -38,6 +41,14 @@ def _sql() -> str:
         f" + CASE WHEN {col('status')} = 'claimed' THEN 1 ELSE 0 END"
         f" WHERE {item.pk.column} = (SELECT {item.pk.column} FROM {item.db_table}"
         f" WHERE {claimable} AND NOT ({item.pk.column} = ANY(%(exclude)s::bigint[]))"
+        f" AND {col('gold')} IS NULL"
+        # never an item this reviewer already answered in a double review
+        f" AND ({col('review_round')} = 1 OR NOT EXISTS (SELECT 1 FROM {judgement.db_table} j"
+        f" WHERE j.{judgement.get_field('item').column} = {item.db_table}.{item.pk.column}"
+        f" AND j.{judgement.get_field('reviewer').column} = %(reviewer)s))"
+        # a paused reviewer claims nothing
+        f" AND NOT EXISTS (SELECT 1 FROM {standing.db_table} s WHERE s.{standing.get_field('reviewer').column}"
+        f" = %(reviewer)s AND s.{standing.get_field('paused_at').column} IS NOT NULL)"
         f" ORDER BY {col('priority')} DESC, {col('created_at')}, {item.pk.column}"
         " LIMIT 1 FOR UPDATE SKIP LOCKED)"
         f" RETURNING {', '.join(field.column for field in _FIELDS)}"

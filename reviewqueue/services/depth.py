@@ -53,9 +53,14 @@ def take_one_off_depth(now: datetime) -> QueuePolicy:
     the row, so call it inside transaction.atomic(), as late as possible: the
     lock is held until commit, and every admission waits for it."""
     meta = QueuePolicy._meta
-    # Every column but updated_at (set here to ``now``): plain numbers and text,
-    # which both databases return as Python values without converters.
-    fields = [field for field in meta.concrete_fields if field.name != "updated_at"]
+    # Every column but updated_at (set here to ``now``) and the JSON ones
+    # (loaded on first use, by the noise-aware tuner only): plain numbers and
+    # text, which both databases return as Python values without converters.
+    fields = [
+        field
+        for field in meta.concrete_fields
+        if field.name != "updated_at" and field.get_internal_type() != "JSONField"
+    ]
     depth, updated = meta.get_field("depth").column, meta.get_field("updated_at").column
     sql = (
         f"UPDATE {meta.db_table} SET {depth} = CASE WHEN {depth} > 0 THEN {depth} - 1 ELSE 0 END, {updated} = %s"

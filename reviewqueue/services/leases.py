@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from ..models import QueuePolicy, ReviewItem
-from . import claim_pg
+from ..models import Judgement, QueuePolicy, ReviewerStanding, ReviewItem
+from . import claim_pg, quality
 from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
 
 
@@ -28,6 +28,7 @@ def expire_leases(*, now: datetime | None = None) -> int:
     beat task runs it. ``claim`` does not wait for it: it takes an item whose
     lease ran out itself. Safe to repeat."""
     now = now or timezone.now()
+    quality.expire_gold_copies(now)  # a gold copy never goes back to the queue
     return ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now).update(
         status=ReviewItem.Status.PENDING,
         lease_holder=None,
@@ -37,10 +38,13 @@ def expire_leases(*, now: datetime | None = None) -> int:
 
 
 def current_claim(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem | None:
-    """The item the reviewer holds under a live lease, if any. Reads only."""
+    """The item the reviewer holds under a live lease, if any (a gold copy
+    served to them included). Reads only."""
     now = now or timezone.now()
     return (
-        ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now)
+        ReviewItem.all_objects.filter(
+            status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now
+        )
         .order_by("claimed_at")
         .first()
     )
@@ -72,24 +76,37 @@ def claim(
     held = current_claim(reviewer=reviewer, now=now)
     if held is not None:
         return held
+    gold = quality.serve_gold(reviewer, now, lease_seconds)
+    if gold is not None:
+        return gold
     if connection.vendor == "postgresql":
         return claim_pg.claim_one_statement(reviewer.pk, exclude, now, lease_seconds)
-    if lease_seconds is None:
-        lease_seconds = QueuePolicy.current().lease_seconds
-    return _claim_general(reviewer, exclude, now, timedelta(seconds=lease_seconds))
+    # The lease length and whether the reviewer is paused, in one statement.
+    paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
+    row = (
+        QueuePolicy.objects.filter(pk=1).annotate(paused=Exists(paused)).values_list("lease_seconds", "paused").first()
+    )
+    if row is None:
+        row = (QueuePolicy.current().lease_seconds, quality.is_paused(reviewer))
+    if row[1]:
+        return None
+    return _claim_general(reviewer, exclude, now, timedelta(seconds=lease_seconds or row[0]))
 
 
-def _claimable(now: datetime, exclude: Collection[int]) -> ReviewItem | None:
+def _claimable(reviewer: AbstractBaseUser, now: datetime, exclude: Collection[int]) -> ReviewItem | None:
     """The next claimable item's ordering fields: the first pending one and the
     first whose lease ran out, each read through its own index, whichever
-    comes first by priority then age."""
+    comes first by priority then age. Never an item the reviewer already
+    answered in a double review."""
     order = ("-priority", "created_at", "pk")
+    answered = Judgement.objects.filter(item=OuterRef("pk"), reviewer=reviewer)
     candidates = [
         ReviewItem.objects.filter(status=ReviewItem.Status.PENDING),
         ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now),
     ]
     found = []
     for rows in candidates:
+        rows = rows.exclude(Q(review_round__gt=1) & Exists(answered))
         if exclude:
             rows = rows.exclude(pk__in=list(exclude))
         first = rows.order_by(*order).only("pk", "priority", "created_at", "status").first()
@@ -103,7 +120,7 @@ def _claim_general(
 ) -> ReviewItem | None:
     """Claim by a conditional update: it wins only if the row is still as read."""
     for _ in range(50):
-        candidate = _claimable(now, exclude)
+        candidate = _claimable(reviewer, now, exclude)
         if candidate is None:
             return None
         still = ReviewItem.objects.filter(pk=candidate.pk, status=candidate.status)
@@ -122,13 +139,22 @@ def _claim_general(
     return None
 
 
-def held_item(item_id: int, reviewer: AbstractBaseUser, now: datetime) -> ReviewItem:
-    """The item under a row lock, checked to be under this reviewer's live lease."""
+def held_item(
+    item_id: int, reviewer: AbstractBaseUser, now: datetime, *, with_double_review_rate: bool = False
+) -> ReviewItem:
+    """The item under a row lock, checked to be under this reviewer's live
+    lease (a gold copy served to them included). ``with_double_review_rate``
+    reads the policy's ``double_review_rate`` onto the item in the same
+    statement (the policy row is read, not locked)."""
+    rows = ReviewItem.all_objects.select_for_update()
+    if with_double_review_rate:
+        rate = QueuePolicy.objects.filter(pk=1).values("double_review_rate")[:1]
+        rows = rows.annotate(double_review_rate=Subquery(rate))
     try:
-        item = ReviewItem.objects.select_for_update().get(pk=item_id)
+        item = rows.get(pk=item_id)
     except ReviewItem.DoesNotExist:
         raise QueueError(f"item {item_id} does not exist") from None
-    if item.status in ReviewItem.DECIDED:
+    if item.status in ReviewItem.DECIDED or item.status == ReviewItem.Status.GOLD:
         raise AlreadyDecided(f"item {item_id} was already decided ({item.status})")
     if item.status == ReviewItem.Status.SHED:
         raise QueueError(f"item {item_id} was shed from the queue")
@@ -147,6 +173,10 @@ def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = 
     now = now or timezone.now()
     with transaction.atomic():
         item = held_item(item_id, reviewer, now)
+        if item.gold_id is not None:  # a copy is one reviewer's: skipped, it is gone
+            item.delete()
+            item.status = ReviewItem.Status.PENDING
+            return item
         item.status = ReviewItem.Status.PENDING
         item.lease_holder = None
         item.lease_expires_at = None

@@ -19,6 +19,7 @@ from django.utils import timezone
 from ..models import FilterRule, PolicyAudit, QueuePolicy, StepLimitChange
 from .depth import after_depth_change, queue_depth
 from .errors import InvalidInput, QueueError, UnknownGate
+from .quality import forget_gold_settings
 
 log = logging.getLogger("reviewqueue.services")
 
@@ -44,6 +45,8 @@ def policy_update(*, user: AbstractBaseUser | None, changes: dict[str, object]) 
         if "step_limit" in diff:
             StepLimitChange.objects.create(previous=before["step_limit"], step_limit=queue.step_limit, changed_by=user)
         after_depth_change(queue, queue_depth(), timezone.now())  # new watermarks; recount while at it
+        if "gold_rate" in diff:
+            forget_gold_settings()
         log.info("policy changed", extra={"changes": diff, "user": getattr(user, "username", None)})
         return queue
 

@@ -23,6 +23,7 @@ workers ran it), so a committed send-back always has its run.
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,12 +34,23 @@ from django.db.models import F
 from django.utils import timezone
 
 from .. import policy
-from ..models import FilterRule, LabelCount, QueuePolicy, ReasonLabel, ReviewItem, StepLimitChange, Verdict
+from ..models import (
+    FilterRule,
+    Judgement,
+    LabelCount,
+    QueuePolicy,
+    ReasonLabel,
+    ReviewItem,
+    StepLimitChange,
+    Verdict,
+)
+from . import quality
 from .cleaning import clean_text
 from .depth import after_depth_change, take_one_off_depth
 from .errors import AlreadyDecided, InvalidInput, NothingToUndo, UndoRefused
 from .leases import held_item
 from .outbox import item_decided, item_sent_back
+from .quality import Answer
 from .runs import cancel_resumed_run, resume_sent_back
 
 log = logging.getLogger("reviewqueue.services")
@@ -73,31 +85,16 @@ def decide(
     note_text, _ = clean_text(note, limit=NOTE_LIMIT)
     edited = _cleaned_edit(edited_output)
     with transaction.atomic():
-        item = held_item(item_id, reviewer, now)
+        item = held_item(item_id, reviewer, now, with_double_review_rate=True)
         if edited and _same_text(edited, item.final_output):
             edited = ""  # nothing was corrected: a plain approval
-        verdict = _write_verdict(
-            item,
-            reviewer,
-            now,
-            decision=_decision(approve, edited),
+        answer = Answer(
+            _decision(approve, edited),
             reason_label="" if approve else reason_label,
             note=note_text,
             edited_output=edited,
         )
-        _close_item(item, ReviewItem.Status.APPROVED if approve else ReviewItem.Status.REJECTED, now)
-        item_decided(item, verdict, now)  # the outbox row, in this transaction
-        if not approve:
-            LabelCount.objects.get_or_create(label=reason_label)
-            LabelCount.objects.filter(label=reason_label).update(count=F("count") + 1)
-        recent = _tuner_verdicts_by_policy_window() if verdict.counts_for_tuner else None
-        queue = take_one_off_depth(now)  # the item left the waiting set; the policy lock from here
-        if not approve:
-            _propose_rules(queue, now)
-        if recent is not None:
-            _retune(queue, verdict, recent, now)
-        after_depth_change(queue, queue.depth, now)  # writes only if the watermarks move the mode
-        return verdict
+        return _answer(item, reviewer, answer, now)
 
 
 NOTE_LIMIT = 5_000
@@ -176,27 +173,65 @@ def send_back(*, item_id: int, reviewer: AbstractBaseUser, note: str, now: datet
     if not note_text.strip():
         raise InvalidInput("note", "sending back needs a note: say what the next try should change")
     with transaction.atomic():
-        item = held_item(item_id, reviewer, now)
-        verdict = _write_verdict(item, reviewer, now, decision=Verdict.Decision.SEND_BACK, note=note_text)
+        item = held_item(item_id, reviewer, now, with_double_review_rate=True)
+        return _answer(item, reviewer, Answer(Verdict.Decision.SEND_BACK, note=note_text), now)
+
+
+def _answer(item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, now: datetime) -> Verdict:
+    """What a reviewer's answer on the item they hold becomes: a gold copy's
+    score, a round of a double review, or the item's verdict. Answers the
+    verdict, or, while none is settled, the answer as an unsaved Verdict."""
+    if item.gold_id is not None:
+        quality.answer_gold(item, reviewer, answer, now)
+        return answer.unsettled(item, reviewer, now)
+    rate = getattr(item, "double_review_rate", None) or 0.0
+    if item.review_round == 1 and not quality.wants_second_review(item, reviewer, rate):
+        return settle_item(item, reviewer, answer, "reviewer", now)
+    settled = quality.record_review(item, reviewer, answer, now)
+    if settled is None:
+        return answer.unsettled(item, reviewer, now)
+    return settle_item(item, *settled, now)
+
+
+def settle_item(
+    item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, settled_by: str, now: datetime
+) -> Verdict:
+    """Make the answer the item's verdict (the item is locked by the caller):
+    the verdict, the item out of the waiting set, its event in the outbox, a
+    resumed run for a send-back, the label counts for a rejection, then the
+    policy row's lock for the depth, the tuner and the mode."""
+    verdict = _write_verdict(item, reviewer, now, settled_by=settled_by, **answer.fields())
+    reject = answer.decision == Verdict.Decision.REJECT
+    if answer.decision == Verdict.Decision.SEND_BACK:
         _close_item(item, ReviewItem.Status.SENT_BACK, now)
         item_sent_back(item, verdict, now)  # the outbox row, in this transaction
-        resume_sent_back(item, note_text)
-        recent = _tuner_verdicts_by_policy_window() if verdict.counts_for_tuner else None
-        queue = take_one_off_depth(now)  # the policy lock from here, as in decide
-        if recent is not None:
-            _retune(queue, verdict, recent, now)
-        after_depth_change(queue, queue.depth, now)
-        return verdict
+        resume_sent_back(item, answer.note)
+    else:
+        _close_item(item, ReviewItem.Status.REJECTED if reject else ReviewItem.Status.APPROVED, now)
+        item_decided(item, verdict, now)  # the outbox row, in this transaction
+    if reject:
+        LabelCount.objects.get_or_create(label=answer.reason_label)
+        LabelCount.objects.filter(label=answer.reason_label).update(count=F("count") + 1)
+    window = _tuner_window() if verdict.counts_for_tuner else None
+    queue = take_one_off_depth(now)  # the item left the waiting set; the policy lock from here
+    if reject:
+        _propose_rules(queue, now)
+    if window is not None:
+        _retune(queue, verdict, window, now)
+    after_depth_change(queue, queue.depth, now)  # writes only if the watermarks move the mode
+    return verdict
 
 
 def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
-    """Take back the reviewer's last verdict if it is younger than the undo
+    """Take back the reviewer's last answer if it is younger than the undo
     window: the item returns to them under a fresh lease, and the label count
     and any step-limit change that verdict caused are reverted.
 
     A send-back is taken back only while its resumed run has not started:
     the run is cancelled with it. Once a worker has started the run, the
-    send-back stands and UndoRefused says so."""
+    send-back stands and UndoRefused says so. An answer in a double review
+    is taken back while the item still waits and no one has answered it
+    since; a gold answer, always."""
     now = now or timezone.now()
     window = timedelta(seconds=settings.REVIEWQUEUE_UNDO_SECONDS)
     with transaction.atomic():
@@ -207,6 +242,13 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
             .order_by("-created_at", "-pk")
             .first()
         )
+        answer = (
+            Judgement.objects.filter(reviewer=reviewer, created_at__gte=now - window)
+            .order_by("-created_at", "-pk")
+            .first()
+        )
+        if answer is not None and (verdict is None or answer.created_at > verdict.created_at):
+            return _undo_answer(queue, answer, reviewer, now)
         if verdict is None:
             raise NothingToUndo(f"no verdict of yours in the last {window.seconds} seconds to undo")
         item = verdict.item
@@ -217,59 +259,121 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
         change = StepLimitChange.objects.filter(verdict=verdict).first()
         if change is not None and queue.step_limit == change.step_limit:
             queue.step_limit = change.previous
-            queue.save(update_fields=["step_limit", "updated_at"])
+            if queue.expected_step_limit is not None:
+                queue.expected_step_limit = float(change.previous)
+            queue.save(update_fields=["step_limit", "expected_step_limit", "updated_at"])
             change.delete()
-        if verdict.reason_label:
+        if verdict.reason_label and verdict.decision == Verdict.Decision.REJECT:
             LabelCount.objects.filter(label=verdict.reason_label, count__gt=0).update(count=F("count") - 1)
         verdict.delete()
-        item.status = ReviewItem.Status.CLAIMED
-        item.lease_holder = reviewer
-        item.lease_expires_at = now + timedelta(seconds=queue.lease_seconds)
-        item.decided_at = None
-        item.save(update_fields=["status", "lease_holder", "lease_expires_at", "decided_at", "updated_at"])
+        mine = Judgement.objects.filter(item=item, reviewer=reviewer, kind=Judgement.Kind.REVIEW).first()
+        if mine is not None:  # the answer that settled a double review: the item waits for it again
+            item.review_round = mine.round
+            mine.delete()
+        _hand_back(item, reviewer, queue, now)
         after_depth_change(queue, queue.depth + 1, now)  # the item is waiting again
         return item
 
 
+def _undo_answer(queue: QueuePolicy, answer: Judgement, reviewer: AbstractBaseUser, now: datetime) -> ReviewItem:
+    """Take back a gold answer, or a double review's answer that settled nothing."""
+    item = ReviewItem.all_objects.select_for_update().get(pk=answer.item_id)
+    if answer.kind == Judgement.Kind.REVIEW:
+        if item.status not in ReviewItem.WAITING:
+            raise UndoRefused(f"item {item.pk} was decided since, by another reviewer's answer, so yours stands")
+        later = item.review_round > answer.round + 1
+        held = item.status == ReviewItem.Status.CLAIMED and item.lease_holder_id != reviewer.pk
+        if later or (held and item.lease_expires_at is not None and item.lease_expires_at >= now):
+            raise UndoRefused(f"another reviewer is answering item {item.pk} now, so your answer stands")
+        item.review_round = answer.round
+    answer.delete()
+    _hand_back(item, reviewer, queue, now)
+    if item.gold_id is not None:
+        quality.update_standing(reviewer, now)
+    return item
+
+
+def _hand_back(item: ReviewItem, reviewer: AbstractBaseUser, queue: QueuePolicy, now: datetime) -> None:
+    """The item claimed by the reviewer again, under a fresh lease."""
+    item.status = ReviewItem.Status.CLAIMED
+    item.lease_holder = reviewer
+    item.lease_expires_at = now + timedelta(seconds=queue.lease_seconds)
+    item.decided_at = None
+    item.save(update_fields=["status", "lease_holder", "lease_expires_at", "decided_at", "review_round", "updated_at"])
+
+
 # --- what verdicts feed back into the loops ---------------------------------------------
 
+# One verdict in the tuner's window: (item id, reviewer id, decision, settled by).
+WindowRow = tuple[int, int | None, str, str]
 
-def _tuner_verdicts_by_policy_window() -> list[bool]:
+
+def _tuner_window() -> list[WindowRow]:
     """The last verdicts that count for the tuner, as many as the policy's
-    tuner window, oldest first, as approvals: one statement, no lock (the
-    window's length is read in the same statement)."""
+    tuner window, oldest first: one statement, no lock (the window's length
+    is read in the same statement)."""
     verdict, queue = Verdict._meta, QueuePolicy._meta
+
+    def col(name: str) -> str:
+        return verdict.get_field(name).column
+
     sql = (
-        f"SELECT {verdict.get_field('decision').column} FROM {verdict.db_table}"
-        f" WHERE {verdict.get_field('counts_for_tuner').column}"
-        f" ORDER BY {verdict.get_field('created_at').column} DESC, {verdict.pk.column} DESC"
+        f"SELECT {col('item')}, {col('reviewer')}, {col('decision')}, {col('settled_by')} FROM {verdict.db_table}"
+        f" WHERE {col('counts_for_tuner')}"
+        f" ORDER BY {col('created_at')} DESC, {verdict.pk.column} DESC"
         f" LIMIT COALESCE((SELECT {queue.get_field('tuner_window').column}"
         f" FROM {queue.db_table} WHERE {queue.pk.column} = 1), 0)"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql)
-        decisions = [row[0] for row in cursor.fetchall()]
-    return [decision == Verdict.Decision.APPROVE for decision in reversed(decisions)]
+        rows = cursor.fetchall()
+    return [tuple(row) for row in reversed(rows)]  # type: ignore[misc]
 
 
-def _retune(queue: QueuePolicy, verdict: Verdict, verdicts: list[bool], now: datetime) -> None:
-    """Move the step limit as the tuner says, recording the change against the
-    verdict that caused it (so undo can revert it). The caller holds the lock;
-    the change is rare, and written only when the limit moves."""
+def _retune(queue: QueuePolicy, verdict: Verdict, window: list[WindowRow], now: datetime) -> None:
+    """Move the step limit as the policy's tuner says, recording a change
+    against the verdict that caused it (so undo can revert it). The caller
+    holds the lock; the plain tuner writes only when the limit moves, the
+    noise-aware one also when its fractional state moves.
+
+    Only an approval counts as one: an edit or a send-back says the output
+    was not acceptable as the loop produced it. The noise-aware tuner weighs
+    each verdict by its reviewers' estimated reliability (``quality.
+    window_probabilities``) and keeps the expected limit of a noise-free
+    tuner; loops run it rounded."""
     cfg = queue.tuner()
-    verdicts = verdicts[-cfg.window :] if cfg.window else []
-    new_limit = policy.tune_step_limit(queue.step_limit, verdicts, cfg)
+    window = window[-cfg.window :] if cfg.window else []
+    fields = []
+    if queue.tuner_rule == "noise_aware":
+        probabilities = quality.window_probabilities(window, queue)
+        expected = queue.expected_step_limit
+        if expected is None or policy.applied_step_limit(expected, cfg) != queue.step_limit:
+            expected = float(queue.step_limit)  # first look, or an operator set the limit since
+        new_expected = policy.tune_step_limit_weighted(expected, probabilities, cfg)
+        new_limit = policy.applied_step_limit(new_expected, cfg)
+        rate = math.fsum(probabilities) / len(probabilities) if len(probabilities) == cfg.window else None
+        if new_expected != queue.expected_step_limit:
+            queue.expected_step_limit = new_expected
+            fields.append("expected_step_limit")
+    else:
+        approvals = [decision == Verdict.Decision.APPROVE for _, _, decision, _ in window]
+        new_limit = policy.tune_step_limit(queue.step_limit, approvals, cfg)
+        rate = policy.approve_rate(approvals, cfg.window)
+        if queue.expected_step_limit is not None:
+            queue.expected_step_limit = None
+            fields.append("expected_step_limit")
     if new_limit != queue.step_limit:
         StepLimitChange.objects.create(
-            previous=queue.step_limit,
-            step_limit=new_limit,
-            approve_rate=policy.approve_rate(verdicts, cfg.window),
-            verdict=verdict,
-            created_at=now,
+            previous=queue.step_limit, step_limit=new_limit, approve_rate=rate, verdict=verdict, created_at=now
         )
-        log.info("step limit tuned", extra={"previous": queue.step_limit, "step_limit": new_limit})
+        log.info(
+            "step limit tuned",
+            extra={"previous": queue.step_limit, "step_limit": new_limit, "tuner": queue.tuner_rule},
+        )
         queue.step_limit = new_limit
-        queue.save(update_fields=["step_limit", "updated_at"])
+        fields.append("step_limit")
+    if fields:
+        queue.save(update_fields=[*fields, "updated_at"])
 
 
 def _propose_rules(queue: QueuePolicy, now: datetime) -> None:

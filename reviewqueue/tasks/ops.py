@@ -1,15 +1,16 @@
-"""Operator-side Celery entry points: the depth sampler, the lease sweep and
-the what-if simulation. The work is in ``services.depth``, ``services.leases``
-and ``services.simulations``."""
+"""Operator-side Celery entry points: the depth sampler, the lease sweep, the
+reviewers' reliability estimate and the what-if simulation. The work is in
+``services.depth``, ``services.leases``, ``services.quality`` and
+``services.simulations``."""
 
 from __future__ import annotations
 
 from celery import shared_task
 from django.utils import timezone
 
-from ..services import depth, leases, simulations
+from ..services import depth, leases, quality, simulations
 
-__all__ = ["expire_leases", "run_simulation", "sample_depth"]
+__all__ = ["estimate_reliability", "expire_leases", "run_simulation", "sample_depth"]
 
 
 @shared_task(name="reviewqueue.tasks.sample_depth", ignore_result=True, soft_time_limit=30, time_limit=60)
@@ -31,6 +32,14 @@ def expire_leases() -> int:
     Returns the number of leases that ran out.
     """
     return leases.expire_leases(now=timezone.now())
+
+
+@shared_task(name="reviewqueue.tasks.estimate_reliability", ignore_result=True, soft_time_limit=50, time_limit=60)
+def estimate_reliability() -> float:
+    """Re-estimate the reviewers' error rates from gold answers and double
+    reviews (services.quality.reestimate), for the noise-aware tuner and the
+    operators' quality page. Safe to repeat. Returns the team's pooled error."""
+    return quality.reestimate(now=timezone.now()).default_error
 
 
 @shared_task(

@@ -20,7 +20,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 from pydantic import field_validator
 
-from .. import services, stats
+from .. import quality, services, stats
 from ..middleware import RETRY_AFTER_SECONDS
 from ..models import ApiToken, CutoffReason, LoopRun, QueuePolicy, ReviewItem
 from ..tokens import token_for
@@ -372,8 +372,10 @@ def run_status(request: HttpRequest, run_id: str) -> Status[dict[str, Any]]:
 def queue_stats(request: HttpRequest) -> dict[str, Any]:
     """Depth, mode, rates over the last 15 minutes, ratio, oldest waiting item,
     approve rate, shed counts: the dashboard's numbers as JSON. Every producer
-    may read them: they are what it needs to pace itself."""
-    return stats.snapshot()
+    may read them: they are what it needs to pace itself. ``agreement`` says
+    how far the verdicts can be trusted (reviewers by id only; accuracy on
+    gold stays on the operators' pages), from a report cached for a minute."""
+    return {**stats.snapshot(), "agreement": quality.agreement_for_producers(quality.cached_quality_report())}
 
 
 @api.get(

@@ -166,6 +166,14 @@ def _claim_next(request: HtmxHttpRequest, notices: list[Notice], *, just_skipped
         item = services.claim(reviewer=request.user, exclude=never)
         if item is not None:
             notices.append(Notice(f"Only items you skipped are left; here is #{item.pk} again."))
+    if item is None and services.is_paused(request.user):
+        notices.append(
+            Notice(
+                "You are paused from this queue: your recent answers on items with a known answer fell below "
+                "the accuracy the operators set. An operator can reinstate you.",
+                "error",
+            )
+        )
     return CardState(item=item, notices=notices)
 
 
@@ -184,6 +192,10 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
     """What was recorded on the item, by whom and when, and what became of
     this (second) verdict: two tabs, a double submit or another reviewer."""
     tried = tried or ("approval" if approve else "rejection")
+    if Judgement.objects.filter(item_id=item_id, reviewer=reviewer).exists():
+        # An answer of theirs in a double review (or on any item that took
+        # more than one): what the others said stays unseen.
+        return Notice(f"You already answered item #{item_id}; your second {tried} was not recorded.", "error")
     verdict = Verdict.objects.filter(item_id=item_id).select_related("reviewer").first()
     if verdict is None:  # a filter rule decided it, or it has only answers (a gold copy, a double review)
         item = ReviewItem.objects.filter(pk=item_id).first()
@@ -513,6 +525,8 @@ def send_back(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
 def _sent_back_words(verdict: Verdict) -> str:
     """What became of a send-back, and how long undo can take it back."""
     seconds = settings.REVIEWQUEUE_UNDO_SECONDS
+    if verdict.pk is None:  # an answer that settles nothing yet: nobody hears of it now
+        return f"Sent back item #{verdict.item_id} with your note. Undo (u) within {seconds} s takes it back."
     if LoopRun.objects.filter(resumed_from__item_id=verdict.item_id).exists():
         return (
             f"Sent back item #{verdict.item_id}: its loop runs again from this output with your note. "

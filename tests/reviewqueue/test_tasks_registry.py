@@ -7,6 +7,7 @@ from __future__ import annotations
 from reviewqueue.celery import app
 
 EXPECTED_TASKS = {
+    "reviewqueue.tasks.estimate_reliability",
     "reviewqueue.tasks.expire_leases",
     "reviewqueue.tasks.resubmit_stale_runs",
     "reviewqueue.tasks.run_loop",

@@ -18,7 +18,7 @@ from loops.hints import REDACTED
 from reviewqueue import services, stats
 from reviewqueue.models import LabelCount, LoopRun, QueuePolicy, ReviewItem, Verdict, WebhookDelivery
 from reviewqueue.services.runs import CANCELLED, execute_run, submit_run
-from reviewqueue.services.verdicts import _tuner_verdicts_by_policy_window
+from reviewqueue.services.verdicts import _tuner_window
 
 pytestmark = pytest.mark.django_db
 
@@ -235,7 +235,7 @@ def test_neither_edit_nor_send_back_counts_as_an_approval_nor_adds_a_label(
         "send_back",
         "reject",
     ]
-    assert _tuner_verdicts_by_policy_window() == [True, False, False, False]
+    assert [decision == "approve" for _, _, decision, _ in _tuner_window()] == [True, False, False, False]
     rate = stats.approve_rate(10)
     assert (rate.approved, rate.n) == (1, 4)  # the dashboard reads what the tuner reads
     assert dict(LabelCount.objects.values_list("label", "count")) == {"logic_error": 1}

@@ -1,0 +1,555 @@
+"""Trusting the verdicts: double review, gold items, reviewers' standing and
+their estimated reliability (ARCHITECTURE.md rule 11).
+
+**Double review.** When a reviewer answers an item for the first time,
+``policy.selected_for_double_review`` picks a share ``double_review_rate`` of
+items (by a hash of the item's id). The answer is kept as a ``Judgement`` and
+the item goes back to the waiting set for a second reviewer, who is never the
+first and never sees the first answer (the card shows the item, nothing
+else). Two answers in the same decision category (approve, which includes
+edit; reject; send back) settle the item; two that differ send it to a third
+reviewer; if the three still differ, only an operator settles it (``settle``).
+Until then the item stays waiting: it keeps its place in the depth, no
+webhook is sent, and the tuner does not hear of it. The settled verdict is
+the answer of the reviewer who settled it (the second, or the third) and is
+what the producer and the tuner get (``verdicts._settle``).
+
+**Gold items.** An operator marks a decided item as gold with its expected
+decision and label (``mark_gold``). At claim time, a share ``gold_rate`` of
+claims serve a *copy* of a gold item the reviewer has not seen, made then
+and there, claimed by them under a lease (``serve_gold``). It looks like any
+other item. Its answer (``answer_gold``) is compared with the expectation
+and kept as a ``Judgement``; it never becomes a Verdict, so it never reaches
+a producer, the tuner, the label counts or the depth. Copies are invisible
+to every other query (``ReviewItem.objects`` leaves them out).
+
+**Standing.** After each gold answer, a reviewer whose share right falls
+below ``gold_min_accuracy`` over at least ``gold_min_answers`` answers is
+flagged, and, if ``gold_pause`` is on, paused: claim serves them nothing
+until an operator reinstates them (``reinstate``); answers before that no
+longer count towards a flag.
+
+**Reliability.** ``reestimate`` runs ``policy.estimate_reliability`` (a
+Dawid-Skene estimate) over the recent gold answers, double reviews and
+single verdicts, and stores each reviewer's error rate on the policy row,
+for the noise-aware tuner and the operators' page. A beat task runs it every
+minute; it takes no lock but the one its single UPDATE takes.
+
+Locks: ``answer_gold`` and ``record_review`` run inside ``decide``'s
+transaction under the item's lock; ``settle`` locks the item, then (through
+``verdicts._settle``) the policy row, the order ``decide`` uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Hashable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, Permission
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from .. import policy
+from ..models import GoldItem, Judgement, QueuePolicy, ReasonLabel, ReviewerStanding, ReviewItem, Verdict
+from .cleaning import clean_text
+from .errors import AlreadyDecided, InvalidInput, QueueError
+
+log = logging.getLogger("reviewqueue.services")
+
+# How much history a re-estimate of reviewer reliability reads at most.
+RELIABILITY_HISTORY = 5_000
+
+# Decision categories: what two answers must share to agree.
+APPROVE, REJECT, SEND_BACK = "approve", "reject", "send_back"
+
+
+def category(decision: str) -> str:
+    """approve (as it is, or edited), reject, or send back."""
+    if decision in (Verdict.Decision.APPROVE, Verdict.Decision.EDIT):
+        return APPROVE
+    return REJECT if decision == Verdict.Decision.REJECT else SEND_BACK
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one reviewer (or operator) said about one item."""
+
+    decision: str
+    reason_label: str = ""
+    note: str = ""
+    edited_output: str = ""
+
+    @property
+    def category(self) -> str:
+        return category(self.decision)
+
+    def fields(self) -> dict[str, str]:
+        return {
+            "decision": self.decision,
+            "reason_label": self.reason_label,
+            "note": self.note,
+            "edited_output": self.edited_output,
+        }
+
+    def unsettled(self, item: ReviewItem, reviewer: AbstractBaseUser, now: datetime) -> Verdict:
+        """The answer as an unsaved Verdict, for callers that show what was
+        recorded: the item has no verdict yet (a double review waiting for
+        its next reviewer), or never will (a gold copy). ``pk`` is None."""
+        return Verdict(item=item, reviewer=reviewer, created_at=now, **self.fields())
+
+
+# --- double review ----------------------------------------------------------------------
+
+
+def wants_second_review(item: ReviewItem, reviewer: AbstractBaseUser, rate: float) -> bool:
+    """Whether this first answer on the item waits for a second, blind one:
+    the item is in the chosen share, and another reviewer who could give it
+    exists (else it would wait for nobody)."""
+    if item.review_round != 1 or not policy.selected_for_double_review(item.pk, rate):
+        return False
+    return other_reviewers(reviewer).exists()
+
+
+def other_reviewers(reviewer: AbstractBaseUser) -> Any:
+    """Active users other than ``reviewer`` who hold the review permission,
+    through a group or directly, and are not paused. Superusers count only
+    if they hold it too: an administrator is not assumed to review."""
+    permission = Permission.objects.filter(codename="review", content_type__app_label="reviewqueue")
+    return (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .exclude(pk=reviewer.pk)
+        .filter(Q(user_permissions__in=permission) | Q(groups__permissions__in=permission))
+        .exclude(standing__paused_at__isnull=False)
+    )
+
+
+def record_review(
+    item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, now: datetime
+) -> tuple[AbstractBaseUser, Answer, str] | None:
+    """Keep this round's answer on a double-reviewed item (locked by the
+    caller). Answers (who settled it, the settled answer, how) when the
+    answers so far settle the item; else puts the item back in the waiting
+    set for its next round and answers None."""
+    Judgement.objects.create(
+        item=item,
+        reviewer=reviewer,
+        kind=Judgement.Kind.REVIEW,
+        round=item.review_round,
+        created_at=now,
+        **answer.fields(),
+    )
+    decisions = list(
+        Judgement.objects.filter(item=item, kind=Judgement.Kind.REVIEW)
+        .order_by("round", "created_at", "pk")
+        .values_list("decision", flat=True)
+    )
+    agreed = policy.settled_decision([category(d) for d in decisions])
+    if agreed is not None:
+        # Rounds 1 and 2 disagreed before any third answer, so a majority
+        # always includes this, the latest, answer.
+        how = "agreement" if len(decisions) == 2 else "tiebreak"
+        log.info("double review settled", extra={"item": item.pk, "how": how, "decision": agreed})
+        return reviewer, answer, how
+    item.review_round = len(decisions) + 1
+    item.status = ReviewItem.Status.PENDING
+    item.lease_holder = None
+    item.lease_expires_at = None
+    item.save(update_fields=["review_round", "status", "lease_holder", "lease_expires_at", "updated_at"])
+    log.info("double review continues", extra={"item": item.pk, "round": item.review_round})
+    return None
+
+
+def settle(
+    *,
+    item_id: int,
+    operator: AbstractBaseUser,
+    decision: str,
+    reason_label: str = "",
+    note: str = "",
+    now: datetime | None = None,
+) -> Verdict:
+    """An operator settles a double-reviewed item that is still waiting (its
+    second review, a tiebreak, or an operator): their answer becomes the
+    item's verdict, with everything a verdict brings. A reviewer who holds
+    the item meanwhile finds it decided."""
+    from .verdicts import NOTE_LIMIT, settle_item
+
+    now = now or timezone.now()
+    answer = _operator_answer(decision, reason_label, note, NOTE_LIMIT)
+    with transaction.atomic():
+        try:
+            item = ReviewItem.objects.select_for_update().get(pk=item_id)
+        except ReviewItem.DoesNotExist:
+            raise QueueError(f"item {item_id} does not exist") from None
+        if item.status in ReviewItem.DECIDED:
+            raise AlreadyDecided(f"item {item_id} was already decided ({item.status})")
+        if item.status not in ReviewItem.WAITING or item.review_round < 2:
+            raise QueueError(f"item {item_id} is not waiting for a double review to settle")
+        return settle_item(item, operator, answer, "operator", now)
+
+
+def _operator_answer(decision: str, reason_label: str, note: str, note_limit: int) -> Answer:
+    note_text, _ = clean_text(note, limit=note_limit)
+    if decision == APPROVE:
+        return Answer(Verdict.Decision.APPROVE, note=note_text)
+    if decision == REJECT:
+        if reason_label not in ReasonLabel.values:
+            raise InvalidInput("reason_label", f"a rejection needs one of {', '.join(ReasonLabel.values)}")
+        return Answer(Verdict.Decision.REJECT, reason_label=reason_label, note=note_text)
+    if decision == SEND_BACK:
+        if not note_text.strip():
+            raise InvalidInput("note", "sending back needs a note: say what the next try should change")
+        return Answer(Verdict.Decision.SEND_BACK, note=note_text)
+    raise InvalidInput("decision", "one of approve, reject, send_back")
+
+
+# --- gold items -------------------------------------------------------------------------
+
+
+def mark_gold(
+    *,
+    item_id: int,
+    operator: AbstractBaseUser,
+    expected_decision: str,
+    expected_label: str = "",
+    now: datetime | None = None,
+) -> GoldItem:
+    """Mark a decided item as gold: its right decision (approve or reject)
+    and, for a rejection, optionally its right label. Marking it again
+    changes the expectation and serves it again if it was retired."""
+    now = now or timezone.now()
+    if expected_decision not in GoldItem.Expected.values:
+        raise InvalidInput("expected_decision", "approve or reject")
+    if expected_label and (expected_decision != REJECT or expected_label not in ReasonLabel.values):
+        raise InvalidInput("expected_label", f"only a rejection has a label, one of {', '.join(ReasonLabel.values)}")
+    with transaction.atomic():
+        item = ReviewItem.objects.filter(pk=item_id).first()
+        if item is None:
+            raise InvalidInput("item", f"item {item_id} does not exist")
+        if item.status not in (ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED, ReviewItem.Status.SENT_BACK):
+            raise InvalidInput("item", f"item {item_id} is {item.status}: only an item a person decided can be gold")
+        gold, created = GoldItem.objects.update_or_create(
+            item=item,
+            defaults={
+                "expected_decision": expected_decision,
+                "expected_label": expected_label,
+                "retired_at": None,
+            },
+            create_defaults={
+                "expected_decision": expected_decision,
+                "expected_label": expected_label,
+                "created_by": operator,
+                "created_at": now,
+            },
+        )
+    forget_gold_settings()
+    log.info("gold item marked", extra={"item": item_id, "expected": expected_decision, "new": created})
+    return gold
+
+
+def retire_gold(*, gold_id: int, operator: AbstractBaseUser, now: datetime | None = None) -> GoldItem:
+    """Stop serving a gold item; its answers so far still count."""
+    now = now or timezone.now()
+    gold = GoldItem.objects.filter(pk=gold_id).first()
+    if gold is None:
+        raise InvalidInput("gold", f"gold item {gold_id} does not exist")
+    if gold.retired_at is None:
+        gold.retired_at = now
+        gold.save(update_fields=["retired_at"])
+        log.info("gold item retired", extra={"gold": gold_id, "operator": operator.pk})
+    forget_gold_settings()
+    return gold
+
+
+# The gold rate and whether any gold item is active, read by every claim, so
+# kept per process for a few seconds: a change reaches every process within
+# GOLD_SETTINGS_SECONDS (and this one at once: see forget_gold_settings).
+GOLD_SETTINGS_SECONDS = 5.0
+_gold_settings: dict[str, Any] = {}
+_gold_lock = threading.Lock()
+_rng = random.SystemRandom()
+
+
+def forget_gold_settings() -> None:
+    with _gold_lock:
+        _gold_settings.clear()
+
+
+def _gold_rate() -> float:
+    """The policy's gold rate if any gold item is active, else 0."""
+    with _gold_lock:
+        if _gold_settings and time.monotonic() - _gold_settings["read"] < GOLD_SETTINGS_SECONDS:
+            return float(_gold_settings["rate"])
+    rate = QueuePolicy.objects.filter(pk=1).values_list("gold_rate", flat=True).first() or 0.0
+    active = rate > 0 and GoldItem.objects.filter(retired_at__isnull=True).exists()
+    with _gold_lock:
+        _gold_settings.update(rate=rate if active else 0.0, read=time.monotonic())
+    return rate if active else 0.0
+
+
+# What a copy takes from its gold item: what the card shows, nothing that
+# links it back (ids, run, producer's key, callback, history).
+_COPIED = (
+    "task_id",
+    "task_kind",
+    "task_description",
+    "final_output",
+    "output_truncated",
+    "last_error",
+    "attempt_count",
+    "reviewed_attempt",
+    "checks_passed",
+    "checks_total",
+    "reviewed_score",
+    "failing_checks",
+    "cutoff_reason",
+    "label",
+    "draft",
+    "priority",
+    "producer",
+)
+
+
+def serve_gold(reviewer: AbstractBaseUser, now: datetime, lease_seconds: int | None) -> ReviewItem | None:
+    """With chance ``gold_rate``, a fresh copy of a gold item this reviewer
+    neither decided nor answered before, claimed by them; only while real
+    items wait too (a copy on an empty queue would give itself away). None
+    otherwise, and the caller claims a real item as usual."""
+    rate = _gold_rate()
+    if rate <= 0 or _rng.random() >= rate:
+        return None
+    paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
+    seen = Judgement.objects.filter(reviewer=reviewer, item__gold=OuterRef("pk"))
+    judged_source = Judgement.objects.filter(reviewer=reviewer, item=OuterRef("item"))
+    gold = (
+        GoldItem.objects.filter(retired_at__isnull=True)
+        .exclude(item__verdict__reviewer=reviewer)
+        .exclude(Exists(judged_source))
+        .exclude(Exists(seen))
+        .filter(Exists(ReviewItem.objects.filter(status=ReviewItem.Status.PENDING)))
+        .exclude(Exists(paused))
+        .select_related("item")
+        .order_by("?")
+        .first()
+    )
+    if gold is None:
+        return None
+    if lease_seconds is None:
+        lease_seconds = QueuePolicy.current().lease_seconds
+    source = gold.item
+    copy = ReviewItem.all_objects.create(
+        **{name: getattr(source, name) for name in _COPIED},
+        gold=gold,
+        idempotency_key=f"gold-copy:{uuid.uuid4().hex}",
+        status=ReviewItem.Status.CLAIMED,
+        lease_holder=reviewer,
+        lease_expires_at=now + timedelta(seconds=lease_seconds),
+        claimed_at=now,
+        created_at=now,
+    )
+    log.info("gold item served", extra={"gold": gold.pk, "reviewer": reviewer.pk})
+    return copy
+
+
+def answer_gold(item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, now: datetime) -> None:
+    """Score a gold copy's answer against the expectation, keep it, close the
+    copy, and update the reviewer's standing. Nothing else hears of it."""
+    gold = GoldItem.objects.get(pk=item.gold_id)
+    expected_approve = gold.expected_decision == GoldItem.Expected.APPROVE
+    label_expected = bool(gold.expected_label) and answer.decision == Verdict.Decision.REJECT
+    Judgement.objects.create(
+        item=item,
+        reviewer=reviewer,
+        kind=Judgement.Kind.GOLD,
+        correct=(answer.category == APPROVE) == expected_approve,
+        label_correct=(answer.reason_label == gold.expected_label) if label_expected else None,
+        created_at=now,
+        **answer.fields(),
+    )
+    item.status = ReviewItem.Status.GOLD
+    item.decided_at = now
+    item.lease_expires_at = None
+    item.save(update_fields=["status", "decided_at", "lease_expires_at", "updated_at"])
+    update_standing(reviewer, now)
+
+
+def expire_gold_copies(now: datetime) -> int:
+    """Drop copies whose lease ran out unanswered (or that were skipped):
+    a copy belongs to one reviewer and never goes back to the queue."""
+    deleted, _ = ReviewItem.all_objects.filter(
+        gold__isnull=False, status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now
+    ).delete()
+    return deleted
+
+
+# --- standing ---------------------------------------------------------------------------
+
+
+def gold_record(reviewer_id: int, since: datetime | None = None) -> tuple[int, int]:
+    """(right, answers) on gold, since ``since`` when given."""
+    answers = Judgement.objects.filter(reviewer_id=reviewer_id, kind=Judgement.Kind.GOLD)
+    if since is not None:
+        answers = answers.filter(created_at__gte=since)
+    counts = Counter(answers.values_list("correct", flat=True))
+    return counts[True], counts[True] + counts[False]
+
+
+def update_standing(reviewer: AbstractBaseUser, now: datetime) -> ReviewerStanding | None:
+    """Flag (and, if the policy says so, pause) a reviewer whose accuracy on
+    gold since they were last reinstated is below the policy's bar; lift a
+    flag that no longer holds. A pause stays until an operator lifts it."""
+    queue = QueuePolicy.current()
+    standing = ReviewerStanding.objects.filter(reviewer=reviewer).first()
+    right, answers = gold_record(reviewer.pk, standing.reinstated_at if standing else None)
+    flagged = policy.gold_flagged(right, answers, queue.gold_min_accuracy, queue.gold_min_answers)
+    if standing is None and not flagged:
+        return None
+    if standing is None:
+        standing = ReviewerStanding(reviewer=reviewer)
+    was = (standing.flagged_at is not None, standing.paused_at is not None)
+    standing.flagged_at = (standing.flagged_at or now) if flagged else None
+    if flagged and queue.gold_pause and standing.paused_at is None:
+        standing.paused_at = now
+    if (standing.flagged_at is not None, standing.paused_at is not None) != was or standing.pk is None:
+        standing.save()
+        log.warning(
+            "reviewer standing changed",
+            extra={
+                "reviewer": reviewer.pk,
+                "flagged": standing.flagged_at is not None,
+                "paused": standing.paused_at is not None,
+                "gold_right": right,
+                "gold_answers": answers,
+            },
+        )
+    return standing
+
+
+def reinstate(*, reviewer_id: int, operator: AbstractBaseUser, now: datetime | None = None) -> ReviewerStanding:
+    """Lift a reviewer's flag and pause; gold answers before now no longer count towards a flag."""
+    now = now or timezone.now()
+    if not get_user_model().objects.filter(pk=reviewer_id).exists():
+        raise InvalidInput("reviewer", f"user {reviewer_id} does not exist")
+    standing, _ = ReviewerStanding.objects.get_or_create(reviewer_id=reviewer_id)
+    standing.flagged_at = None
+    standing.paused_at = None
+    standing.reinstated_at = now
+    standing.reinstated_by = operator
+    standing.save()
+    log.info("reviewer reinstated", extra={"reviewer": reviewer_id, "operator": operator.pk})
+    return standing
+
+
+def is_paused(reviewer: AbstractBaseUser) -> bool:
+    return ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False).exists()
+
+
+# --- reliability ------------------------------------------------------------------------
+
+
+def reliability_of(queue: QueuePolicy) -> policy.Reliability:
+    """The stored estimate, as policy.py's value (the prior's if none yet)."""
+    stored = queue.reliability if isinstance(queue.reliability, dict) else {}
+    prior = policy.ReliabilityPrior()
+    try:
+        return policy.Reliability(
+            errors={int(k): float(v) for k, v in dict(stored.get("errors", {})).items()},
+            approve_share=float(stored.get("approve_share", prior.approve)),
+            default_error=float(stored.get("default_error", prior.error)),
+            answers={int(k): float(v) for k, v in dict(stored.get("answers", {})).items()},
+        )
+    except (TypeError, ValueError):
+        return policy.Reliability(approve_share=prior.approve, default_error=prior.error)
+
+
+def reestimate(*, now: datetime | None = None) -> policy.Reliability:
+    """Re-estimate every reviewer's error rate from the recent history and
+    store it on the policy row (``QueuePolicy.reliability``).
+
+    Gold answers count as known right or wrong; double-reviewed items give
+    the estimator their reviewers' answers to weigh against each other;
+    single verdicts inform only how often items deserve approval. As the
+    tuner asks, an answer is an approval only if it approved the output as
+    it was (an edit or a send-back says it needed more)."""
+    now = now or timezone.now()
+    gold_rows = (
+        Judgement.objects.filter(kind=Judgement.Kind.GOLD, reviewer__isnull=False)
+        .order_by("-created_at")
+        .values_list("reviewer_id", "decision", "item__gold__expected_decision")[:RELIABILITY_HISTORY]
+    )
+    gold = [
+        policy.GoldAnswer(reviewer=rid, approved=decision == Verdict.Decision.APPROVE, truth=expected == APPROVE)
+        for rid, decision, expected in gold_rows
+    ]
+    recent_items = (
+        Judgement.objects.filter(kind=Judgement.Kind.REVIEW)
+        .order_by("-item_id")
+        .values_list("item_id", flat=True)
+        .distinct()[:RELIABILITY_HISTORY]
+    )
+    by_item: dict[int, list[policy.ReviewerVerdict]] = defaultdict(list)
+    for item_id, rid, decision in Judgement.objects.filter(
+        kind=Judgement.Kind.REVIEW, item_id__in=list(recent_items), reviewer__isnull=False
+    ).values_list("item_id", "reviewer_id", "decision"):
+        by_item[item_id].append(policy.ReviewerVerdict(rid, decision == Verdict.Decision.APPROVE))
+    groups: Counter[tuple[policy.ReviewerVerdict, ...]] = Counter(
+        tuple(sorted(verdicts, key=lambda v: (str(v.reviewer), v.approved))) for verdicts in by_item.values()
+    )
+    singles = (
+        Verdict.objects.filter(settled_by="reviewer", reviewer__isnull=False, counts_for_tuner=True)
+        .order_by("-created_at")
+        .values_list("reviewer_id", "decision")[:RELIABILITY_HISTORY]
+    )
+    for rid, decision in singles:
+        groups[(policy.ReviewerVerdict(rid, decision == Verdict.Decision.APPROVE),)] += 1
+    estimate = policy.estimate_reliability(gold, dict(groups))
+    stored = {
+        "errors": {str(k): round(v, 6) for k, v in estimate.errors.items()},
+        "answers": {str(k): round(v, 3) for k, v in estimate.answers.items()},
+        "default_error": round(estimate.default_error, 6),
+        "approve_share": round(estimate.approve_share, 6),
+        "estimated_at": now.isoformat(),
+    }
+    QueuePolicy.current()  # the row exists
+    QueuePolicy.objects.filter(pk=1).update(reliability=stored)
+    return estimate
+
+
+def window_probabilities(rows: list[tuple[int, int | None, str, str]], queue: QueuePolicy) -> list[float]:
+    """For the tuner's window (item, reviewer, decision, settled_by; oldest
+    first), each item's chance that it truly deserved approval, given its
+    reviewers' answers and their estimated reliability. An operator's
+    settlement is taken as the truth."""
+    reliability = reliability_of(queue)
+    doubles = [item_id for item_id, _, _, how in rows if how in ("agreement", "tiebreak")]
+    answers: dict[int, list[policy.ReviewerVerdict]] = defaultdict(list)
+    if doubles:
+        for item_id, rid, decision in Judgement.objects.filter(
+            item_id__in=doubles, kind=Judgement.Kind.REVIEW
+        ).values_list("item_id", "reviewer_id", "decision"):
+            answers[item_id].append(policy.ReviewerVerdict(_who(rid, item_id), decision == Verdict.Decision.APPROVE))
+    probabilities = []
+    for item_id, rid, decision, how in rows:
+        approved = decision == Verdict.Decision.APPROVE
+        if how == "operator":
+            probabilities.append(1.0 if approved else 0.0)
+            continue
+        verdicts = answers.get(item_id) or [policy.ReviewerVerdict(_who(rid, item_id), approved)]
+        probabilities.append(policy.approve_probability(verdicts, reliability))
+    return probabilities
+
+
+def _who(reviewer_id: int | None, item_id: int) -> Hashable:
+    """A removed reviewer is nobody known: the team's pooled error applies."""
+    return reviewer_id if reviewer_id is not None else f"removed:{item_id}"
