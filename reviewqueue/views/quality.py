@@ -74,7 +74,7 @@ def disagreements() -> QuerySet[ReviewItem]:
     the operator's first, each with its reviewers' answers in order."""
     answers = Judgement.objects.filter(kind=Judgement.Kind.REVIEW).select_related("reviewer").order_by("round", "pk")
     return (
-        ReviewItem.objects.filter(review_round__gte=3, status__in=ReviewItem.WAITING, gold=None)
+        ReviewItem.objects.filter(review_round__gte=3, status__in=ReviewItem.WAITING)
         .prefetch_related(Prefetch("judgements", queryset=answers))
         .order_by("-review_round", "created_at", "pk")
     )
@@ -101,10 +101,12 @@ def reviewer_rows(report: dict[str, Any], min_accuracy: float) -> list[dict[str,
 
 
 def dashboard_summary() -> dict[str, Any]:
-    """What the dashboard's panel shows: decision alpha, disagreements waiting, flagged reviewers."""
+    """What the dashboard's panel shows, from the same cached report as the
+    quality page (one cache read while it is fresh): decision alpha,
+    disagreements waiting for a third reviewer or an operator, and reviewers
+    flagged or paused."""
     report = quality.cached_quality_report()
     double = report.get("double_review", {})
-    reviewers = report.get("reviewers", [])
     reading, tone = alpha_reading(report.get("decision_alpha"))
     return {
         "alpha": report.get("decision_alpha") or {},
@@ -112,7 +114,7 @@ def dashboard_summary() -> dict[str, Any]:
         "alpha_tone": tone,
         "waiting": double.get("awaiting_third", 0) + double.get("awaiting_operator", 0),
         "awaiting_operator": double.get("awaiting_operator", 0),
-        "flagged": sum(1 for r in reviewers if r.get("flagged") or r.get("paused")),
+        "flagged": sum(1 for row in report.get("reviewers", []) if row.get("flagged") or row.get("paused")),
     }
 
 

@@ -198,13 +198,11 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
         return Notice(f"You already answered item #{item_id}; your second {tried} was not recorded.", "error")
     verdict = Verdict.objects.filter(item_id=item_id).select_related("reviewer").first()
     if verdict is None:  # a filter rule decided it, or it has only answers (a gold copy, a double review)
-        item = ReviewItem.objects.filter(pk=item_id).first()
+        item = ReviewItem.all_objects.filter(pk=item_id).first()
         if item is None:
             return Notice(f"Item #{item_id} was already decided (removed); your {tried} was not recorded.", "error")
         # Said as for any item, so an answered gold copy reads like an ordinary decided one.
-        status, own = _as_reviewer_sees_it(reviewer, item, None)
-        if own is not None:
-            return Notice(f"Your verdict on item #{item_id} was already recorded ({status}); nothing changed.")
+        status, _ = _as_reviewer_sees_it(reviewer, item, None)
         return Notice(f"Item #{item_id} was already decided ({status}); your {tried} was not recorded.", "error")
     recorded = f"{_verdict_words(verdict)} {ago(verdict.created_at)}"
     if verdict.reviewer_id != reviewer.pk:
@@ -695,7 +693,9 @@ def item_page(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     user = request.user
     if not (is_operator(user) or is_reviewer(user)):
         raise PermissionDenied
-    item = ReviewItem.objects.select_related("verdict__reviewer").filter(pk=item_id).first()
+    # Every item, gold copies included: the reviewer who holds or answered a
+    # copy gets its page as for any other item (a 404 would tell it apart).
+    item = ReviewItem.all_objects.select_related("verdict__reviewer").filter(pk=item_id).first()
     verdict = getattr(item, "verdict", None) if item is not None else None
     if item is None or not _may_see(user, item, verdict):
         raise Http404("no such item")
