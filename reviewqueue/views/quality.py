@@ -34,11 +34,14 @@ KAPPA_WORDS = ((0.8, "almost perfect"), (0.6, "substantial"), (0.4, "moderate"),
 DISAGREEMENTS_SHOWN = 50
 
 
-def alpha_reading(alpha: dict[str, Any] | None) -> tuple[str, str]:
-    """An alpha in words, with a css class for its tone."""
-    if not alpha or alpha.get("value") is None:
-        items = (alpha or {}).get("items", 0)
-        return f"Too little data: {items} double-reviewed item{'' if items == 1 else 's'} so far.", "muted"
+def alpha_reading(alpha: dict[str, Any] | None, min_items: int = 10) -> tuple[str, str]:
+    """An alpha in words, with a css class for its tone. Below ``min_items``
+    double-reviewed items no reading is given: the interval is too wide for one."""
+    items = (alpha or {}).get("items", 0)
+    if not alpha or alpha.get("value") is None or items < min_items:
+        plural = "" if items == 1 else "s"
+        text = f"Too little data: {items} double-reviewed item{plural} so far; a reading needs at least {min_items}."
+        return text, "muted"
     value = alpha["value"]
     if value >= ALPHA_RELIABLE:
         return "Reliable: at or above 0.8, the verdicts can be relied on.", "ok"
@@ -107,7 +110,7 @@ def dashboard_summary() -> dict[str, Any]:
     flagged or paused."""
     report = quality.cached_quality_report()
     double = report.get("double_review", {})
-    reading, tone = alpha_reading(report.get("decision_alpha"))
+    reading, tone = alpha_reading(report.get("decision_alpha"), report.get("min_pair_overlap", 10))
     return {
         "alpha": report.get("decision_alpha") or {},
         "alpha_reading": reading,
@@ -123,8 +126,9 @@ def page_context(forms: dict[int, SettleForm] | None = None) -> dict[str, Any]:
     queue = QueuePolicy.current()
     items = list(disagreements()[:DISAGREEMENTS_SHOWN])
     forms = forms or {}
-    decision_text, decision_tone = alpha_reading(report.get("decision_alpha"))
-    label_text, label_tone = alpha_reading(report.get("label_alpha"))
+    least = report.get("min_pair_overlap", 10)
+    decision_text, decision_tone = alpha_reading(report.get("decision_alpha"), least)
+    label_text, label_tone = alpha_reading(report.get("label_alpha"), least)
     return {
         "report": report,
         "queue": queue,

@@ -141,9 +141,9 @@ def test_a_reviewer_gets_403_on_the_page_and_every_post(client: Client, reviewer
 
 def test_the_page_reads_the_numbers_in_words(ops_client: Client, fixed_report: dict[str, Any]) -> None:
     body = ops_client.get(reverse("ops:quality")).content.decode()
-    assert "0.71" in body and "0.55–0.84" in body and "42 items" in body
+    assert "0.71" in body and "0.55 to 0.84" in body and "42 items" in body
     assert "Tentative" in body  # 0.71 lies between 0.667 and 0.8
-    assert "Too little data: 3 double-reviewed items so far." in body  # the label alpha is None
+    assert "Too little data: 3 double-reviewed items so far" in body  # the label alpha is None
     assert "rita and rob" in body and "almost perfect" in body
     assert "too few shared items" in body  # a pair below the overlap has no kappa
     assert "1 waiting for an operator, 2 waiting for a third reviewer, 5 waiting for a second review" in body
@@ -157,6 +157,11 @@ def test_the_page_reads_the_numbers_in_words(ops_client: Client, fixed_report: d
 def test_alpha_is_read_with_krippendorffs_thresholds(value: float, words: str) -> None:
     text, _ = quality_view.alpha_reading({"value": value, "ci95": [0, 1], "items": 20})
     assert text.startswith(words)
+
+
+def test_alpha_on_a_handful_of_items_is_not_read_at_all() -> None:
+    text, tone = quality_view.alpha_reading({"value": -0.5, "ci95": [-0.5, -0.5], "items": 2}, 10)
+    assert text.startswith("Too little data: 2 double-reviewed items") and tone == "muted"
 
 
 def test_flagged_and_paused_reviewers_get_badges_and_a_reinstate_button(
@@ -240,7 +245,7 @@ def test_the_dashboard_panel_links_to_the_page(
     panel = body.split('id="quality-panel"')[1].split("</section>")[0]
     assert 'href="/ops/quality/"' in panel
     assert re.search(r'id="quality-alpha">0\.71<', panel)
-    assert "0.55–0.84" in panel
+    assert "0.55 to 0.84" in panel
     assert re.search(r'id="quality-waiting">3<', panel)  # 2 for a third reviewer + 1 for an operator
     assert re.search(r'id="quality-flagged">1<', panel)
 
