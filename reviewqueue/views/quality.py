@@ -41,7 +41,7 @@ def alpha_reading(alpha: dict[str, Any] | None, min_items: int = 10) -> tuple[st
     if not alpha or alpha.get("value") is None or items < min_items:
         plural = "" if items == 1 else "s"
         text = f"Too little data: {items} double-reviewed item{plural} so far; a reading needs at least {min_items}."
-        return text, "muted"
+        return text, ""
     value = alpha["value"]
     if value >= ALPHA_RELIABLE:
         return "Reliable: at or above 0.8, the verdicts can be relied on.", "ok"
