@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from . import models, webhooks
+from . import models, services, webhooks
 from .views.auth import RateLimitedAdminAuthenticationForm
 from .webhooks import CallbackRefused, check_callback_url
 
@@ -204,6 +204,52 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     def redeliver(self, request, queryset):  # type: ignore[no-untyped-def]
         again = webhooks.redeliver(list(queryset.values_list("pk", flat=True)))
         self.message_user(request, f"{again} event(s) will be sent again; events still pending were left as they are.")
+
+
+@admin.register(models.GoldItem)
+class GoldItemAdmin(ReadOnlyAdmin):
+    """Gold items are marked from an item's page and retired from the review
+    quality page or here (services.mark_gold and retire_gold keep the
+    expectation consistent with the item's state)."""
+
+    list_display = ("item", "expected_decision", "expected_label", "created_by", "created_at", "retired_at")
+    list_filter = ("expected_decision", "expected_label", ("retired_at", admin.EmptyFieldListFilter))
+    raw_id_fields = ("item", "created_by")
+    date_hierarchy = "created_at"
+    actions = ["retire"]
+
+    @admin.action(description="Retire selected gold items (no longer served)")
+    def retire(self, request, queryset):  # type: ignore[no-untyped-def]
+        active = list(queryset.filter(retired_at=None).values_list("pk", flat=True))
+        for gold_id in active:
+            services.retire_gold(gold_id=gold_id, operator=request.user)
+        self.message_user(request, f"{len(active)} gold item(s) retired.")
+
+
+@admin.register(models.Judgement)
+class JudgementAdmin(ReadOnlyAdmin):
+    list_display = ("id", "item", "reviewer", "kind", "round", "decision", "reason_label", "correct", "created_at")
+    list_filter = ("kind", "round", "decision", "reason_label", "correct")
+    raw_id_fields = ("item", "reviewer")
+    date_hierarchy = "created_at"
+
+
+@admin.register(models.ReviewerStanding)
+class ReviewerStandingAdmin(ReadOnlyAdmin):
+    """Flags and pauses are set from gold answers; an operator clears them with
+    the reinstate action (or on the review quality page), never by editing."""
+
+    list_display = ("reviewer", "flagged_at", "paused_at", "reinstated_at", "reinstated_by", "updated_at")
+    list_filter = (("flagged_at", admin.EmptyFieldListFilter), ("paused_at", admin.EmptyFieldListFilter))
+    raw_id_fields = ("reviewer", "reinstated_by")
+    actions = ["reinstate"]
+
+    @admin.action(description="Reinstate selected reviewers (clear flag and pause)")
+    def reinstate(self, request, queryset):  # type: ignore[no-untyped-def]
+        ids = list(queryset.values_list("reviewer_id", flat=True))
+        for reviewer_id in ids:
+            services.reinstate(reviewer_id=reviewer_id, operator=request.user)
+        self.message_user(request, f"{len(ids)} reviewer(s) reinstated.")
 
 
 @admin.register(models.SimulationRun)

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from . import export
-from .models import QueuePolicy, ReviewItem, Verdict
+from .models import GoldItem, QueuePolicy, ReasonLabel, ReviewItem, Verdict
 from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
 
 # Simulated minutes (replications x duration) above which a what-if runs in
@@ -30,6 +30,16 @@ EVENTS_FLOOR_PER_MIN = 10
 def simulation_events(replications: int, duration_min: int, production: float, review: float) -> float:
     """The simulated work a run costs, the unit MAX_SIMULATION_EVENTS is in."""
     return replications * duration_min * (production + review + EVENTS_FLOOR_PER_MIN)
+
+
+# The policy fields that are shares, each with the sentence an operator reads
+# when one is outside [0, 1].
+SHARE_RULES = {
+    "sampling_rate": "The sampling rate is a share: from 0 to 1 (0.1 means 10 %).",
+    "double_review_rate": "The double-review rate is a share: from 0 to 1 (0.1 means 10 %).",
+    "gold_rate": "The gold rate is a share: from 0 to 1 (0.02 means 2 %).",
+    "gold_min_accuracy": "The lowest accuracy is a share: from 0 to 1 (0.7 means 70 %).",
+}
 
 
 class PolicyForm(forms.ModelForm):
@@ -54,6 +64,12 @@ class PolicyForm(forms.ModelForm):
             "lease_seconds": "Lease length (seconds)",
             "sampling_rate": "Grey-task sampling rate",
             "instructions": "Reviewer instructions (Markdown)",
+            "double_review_rate": "Double-review rate",
+            "gold_rate": "Gold rate",
+            "gold_min_accuracy": "Gold: lowest accuracy before a flag",
+            "gold_min_answers": "Gold: answers before a flag",
+            "gold_pause": "Pause flagged reviewers",
+            "tuner_rule": "Tuner rule",
         }
         help_texts: ClassVar[dict[str, str]] = {
             "instructions": "Shown on the review page and in its ? help. Markdown: **bold**, *italic*, lists, "
@@ -74,6 +90,18 @@ class PolicyForm(forms.ModelForm):
             "label_threshold": "A rejection label counted more often than this proposes a filter rule.",
             "lease_seconds": "How long a reviewer holds an item, 10 seconds or more.",
             "sampling_rate": "From 0 to 1: 0.1 means 10 % of grey-zone auto-passes go to review.",
+            "double_review_rate": "From 0 to 1: 0.1 means 10 % of items are judged again by a second reviewer who "
+            "does not see the first verdict. A disagreement goes to a third reviewer, then to an operator.",
+            "gold_rate": "From 0 to 1: 0.02 means 2 % of a reviewer's claims are a gold item, whose right answer "
+            "is known. Its answers measure the reviewer and reach neither producers nor the tuner.",
+            "gold_min_accuracy": "From 0 to 1: 0.7 means a reviewer who gets fewer than 70 % of gold items right is "
+            "flagged.",
+            "gold_min_answers": "How many gold answers a reviewer gives before their accuracy can flag them, 1 or "
+            "more.",
+            "gold_pause": "A flagged reviewer claims nothing until an operator reinstates them on the review "
+            "quality page.",
+            "tuner_rule": "Plain counts every verdict alike. Noise-aware weighs each verdict by its reviewer's "
+            "estimated reliability, from gold answers and double reviews.",
         }
         widgets: ClassVar[dict[str, Any]] = {"instructions": forms.Textarea(attrs={"rows": 8})}
 
@@ -150,8 +178,11 @@ class PolicyForm(forms.ModelForm):
             errors["approve_low"] = f"The lower approve rate must be below the upper rate ({data['approve_high']:g})."
         if has("lease_seconds") and data["lease_seconds"] < 10:
             errors["lease_seconds"] = "The lease must last at least 10 seconds."
-        if has("sampling_rate") and not 0 <= data["sampling_rate"] <= 1:
-            errors["sampling_rate"] = "The sampling rate is a share: from 0 to 1 (0.1 means 10 %)."
+        for name, message in SHARE_RULES.items():
+            if has(name) and not 0 <= data[name] <= 1:
+                errors[name] = message
+        if has("gold_min_answers") and data["gold_min_answers"] < 1:
+            errors["gold_min_answers"] = "A flag needs at least 1 gold answer."
         return errors
 
     def _update_errors(self, errors: ValidationError) -> None:
@@ -312,3 +343,67 @@ class ExportForm(forms.Form):
         return export.verdicts(
             since=data.get("since"), until=data.get("until"), label=data.get("label"), reviewer=data.get("reviewer")
         )
+
+
+class SettleForm(forms.Form):
+    """An operator's verdict on a double-reviewed item the reviewers left
+    unsettled: approve, reject with a label, or send back with a note."""
+
+    DECISIONS: ClassVar[list[tuple[str, str]]] = [
+        ("approve", "Approve"),
+        ("reject", "Reject"),
+        ("send_back", "Send back"),
+    ]
+
+    decision = forms.ChoiceField(choices=DECISIONS, widget=forms.RadioSelect, label="Decision")
+    reason_label = forms.ChoiceField(
+        choices=[("", "(none)"), *ReasonLabel.choices], required=False, label="Reason label (reject)"
+    )
+    note = forms.CharField(
+        required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 2}), label="Note (send back)"
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        decision = data.get("decision")
+        if decision == "reject" and not data.get("reason_label"):
+            self.add_error("reason_label", "A rejection needs a reason label.")
+        if decision == "send_back" and not str(data.get("note", "")).strip():
+            self.add_error("note", "Sending back needs a note that says what to try next.")
+        if decision != "reject":
+            data["reason_label"] = ""
+        return data
+
+
+class GoldForm(forms.Form):
+    """What a gold item's copies should be answered: approve, or reject
+    (optionally with the label a right answer carries)."""
+
+    expected_decision = forms.ChoiceField(
+        choices=GoldItem.Expected.choices, widget=forms.RadioSelect, label="Expected decision"
+    )
+    expected_label = forms.ChoiceField(
+        choices=[("", "(any label)"), *ReasonLabel.choices],
+        required=False,
+        label="Expected label (reject only)",
+        help_text="Leave at any label to count every rejection as right.",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("expected_decision") == "approve" and data.get("expected_label"):
+            self.add_error("expected_label", "Only a rejection carries a label: choose any label, or Reject.")
+        return data
+
+    @staticmethod
+    def initial_for(item: ReviewItem) -> dict[str, str]:
+        """The item's gold expectation if it has one, else what its verdict said."""
+        gold = getattr(item, "gold_spec", None)
+        if gold is not None:
+            return {"expected_decision": gold.expected_decision, "expected_label": gold.expected_label}
+        verdict = getattr(item, "verdict", None)
+        if verdict is None or verdict.decision == Verdict.Decision.SEND_BACK:
+            return {}
+        if verdict.decision == Verdict.Decision.REJECT:
+            return {"expected_decision": "reject", "expected_label": verdict.reason_label}
+        return {"expected_decision": "approve"}

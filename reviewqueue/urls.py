@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .views import api, auth, deliveries, metrics, ops, review
+from .views import api, auth, deliveries, metrics, ops, quality, review
 
 review_urls = (
     [
@@ -39,6 +39,11 @@ ops_urls = (
         path("export/download/", ops.export_download, name="export_download"),
         path("deliveries/", deliveries.deliveries, name="deliveries"),
         path("deliveries/<int:delivery_id>/redeliver/", deliveries.redeliver, name="delivery_redeliver"),
+        path("quality/", quality.quality_page, name="quality"),
+        path("quality/items/<int:item_id>/settle/", quality.settle, name="quality_settle"),
+        path("quality/items/<int:item_id>/gold/", quality.mark_gold, name="gold_mark"),
+        path("quality/gold/<int:gold_id>/retire/", quality.retire_gold, name="gold_retire"),
+        path("quality/reviewers/<int:reviewer_id>/reinstate/", quality.reinstate, name="quality_reinstate"),
     ],
     "ops",
 )

@@ -37,6 +37,7 @@ from ..policy import FILTER_GATES
 from ..services.simulations import execute_simulation
 from ..tasks.ops import run_simulation
 from .http import HtmxHttpRequest
+from .quality import dashboard_summary
 
 POLL_SECONDS = 5
 
@@ -165,6 +166,7 @@ def dashboard_context() -> dict[str, Any]:
         "failing_endpoints": stats.failing_endpoints(now=now),
         # Probed once per process: whether red lines run in bubblewrap here.
         "redline": redline_sandbox.status(),
+        "quality": dashboard_summary(),
         **rules_context(),
     }
 

@@ -32,6 +32,7 @@ from django_htmx.http import reswap, retarget
 
 from .. import services
 from ..access import is_operator, is_reviewer, reviewer_required
+from ..forms import GoldForm
 from ..middleware import when_database_lost
 from ..models import Judgement, LoopRun, QueuePolicy, ReasonLabel, ReviewItem, Verdict
 from ..templatetags.time_tags import ago
@@ -213,9 +214,12 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
         # more than one): what the others said stays unseen.
         return Notice(f"You already answered item #{item_id}; your second {tried} was not recorded.", "error")
     verdict = Verdict.objects.filter(item_id=item_id).select_related("reviewer").first()
-    if verdict is None:  # a filter rule, not a person, decided it
-        item = ReviewItem.objects.filter(pk=item_id).first()
-        status = item.get_status_display() if item is not None else "removed"
+    if verdict is None:  # a filter rule decided it, or it has only answers (a gold copy, a double review)
+        item = ReviewItem.all_objects.filter(pk=item_id).first()
+        if item is None:
+            return Notice(f"Item #{item_id} was already decided (removed); your {tried} was not recorded.", "error")
+        # Said as for any item, so an answered gold copy reads like an ordinary decided one.
+        status, _ = _as_reviewer_sees_it(reviewer, item, None)
         return Notice(f"Item #{item_id} was already decided ({status}); your {tried} was not recorded.", "error")
     recorded = f"{_verdict_words(verdict)} {ago(verdict.created_at)}"
     if verdict.reviewer_id != reviewer.pk:
@@ -620,12 +624,81 @@ def _diff_kind(line: str) -> str:
 
 
 def _may_see(user: User, item: ReviewItem, verdict: Verdict | None) -> bool:
-    """Operators see every item; a reviewer, the items they decided or hold."""
+    """Operators see every item; a reviewer, the items they decided, answered
+    (a double review or a gold copy) or hold."""
     if is_operator(user):
         return True
     if verdict is not None and verdict.reviewer_id == user.pk:
         return True
-    return item.status == ReviewItem.Status.CLAIMED and item.lease_holder_id == user.pk
+    if item.status == ReviewItem.Status.CLAIMED and item.lease_holder_id == user.pk:
+        return True
+    return Judgement.objects.filter(item=item, reviewer=user).exists()
+
+
+# The status an item shows a reviewer after their own answer, when the item
+# has no settled verdict to show (a gold copy, or a double review still open).
+STATUS_AFTER = {
+    Verdict.Decision.APPROVE: ReviewItem.Status.APPROVED,
+    Verdict.Decision.EDIT: ReviewItem.Status.APPROVED,
+    Verdict.Decision.REJECT: ReviewItem.Status.REJECTED,
+    Verdict.Decision.SEND_BACK: ReviewItem.Status.SENT_BACK,
+}
+
+
+def _as_reviewer_sees_it(
+    user: User, item: ReviewItem, verdict: Verdict | None
+) -> tuple[str, Verdict | Judgement | None]:
+    """The status and verdict a reviewer is shown. A gold copy must look like
+    any other item (its answer measures the reviewer, who must not tell it
+    apart), so a reviewer who answered one sees their own answer as the
+    verdict and the status it would have given an ordinary item; the same
+    holds for their answer on a double review nobody has settled yet."""
+    status = item.get_status_display()
+    if is_operator(user) or (verdict is not None and item.gold_id is None):
+        return status, verdict
+    answers = list(Judgement.objects.filter(item=item).select_related("reviewer").order_by("pk"))
+    own = next((answer for answer in answers if answer.reviewer_id == user.pk), None)
+    if own is None and item.gold_id is not None and answers:
+        # Someone else's answered copy: the status its answer would give, never "gold".
+        return ReviewItem.Status(STATUS_AFTER[Verdict.Decision(answers[0].decision)]).label, None
+    if own is None:
+        # Held, not answered yet: a gold copy is "claimed" like any item.
+        return status, None
+    return ReviewItem.Status(STATUS_AFTER[Verdict.Decision(own.decision)]).label, own
+
+
+def render_item(
+    request: HtmxHttpRequest, item: ReviewItem, *, gold_form: GoldForm | None = None, status: int = 200
+) -> HttpResponse:
+    """An item's page for the signed-in user (item_page, and the Mark as gold
+    form's errors). Operators also get the item's gold status and form."""
+    user = request.user
+    verdict = getattr(item, "verdict", None)
+    status_text, shown = _as_reviewer_sees_it(user, item, verdict)
+    edited = shown is not None and shown.decision == Verdict.Decision.EDIT
+    operator = is_operator(user)
+    gold = getattr(item, "gold_spec", None) if operator else None
+    may_mark = operator and item.gold_id is None and item.status in GOLD_SOURCES
+    context = {
+        "item": item,
+        "status_text": status_text,
+        "verdict": shown,
+        "diff": output_diff(item.final_output, shown.edited_output) if edited and shown else None,
+        "history": history(item),
+        "history_open": True,
+        "next_versions": list(item.next_versions.values_list("pk", "version")),
+        "runs": list(LoopRun.objects.filter(item=item).values_list("run_id", "outcome")),
+        "is_reviewer": is_reviewer(user),
+        # Operators only: nothing below reaches a reviewer's page.
+        "gold": gold,
+        "gold_copy_of": item.gold if operator and item.gold_id else None,
+        "gold_form": (gold_form or GoldForm(initial=GoldForm.initial_for(item))) if may_mark else None,
+    }
+    return render(request, "review/item.html", context, status=status)
+
+
+# Items an operator may mark as gold: decided by a person.
+GOLD_SOURCES = (ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED, ReviewItem.Status.SENT_BACK)
 
 
 @require_GET
@@ -637,19 +710,10 @@ def item_page(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     user = request.user
     if not (is_operator(user) or is_reviewer(user)):
         raise PermissionDenied
-    item = ReviewItem.objects.select_related("verdict__reviewer").filter(pk=item_id).first()
+    # Every item, gold copies included: the reviewer who holds or answered a
+    # copy gets its page as for any other item (a 404 would tell it apart).
+    item = ReviewItem.all_objects.select_related("verdict__reviewer").filter(pk=item_id).first()
     verdict = getattr(item, "verdict", None) if item is not None else None
     if item is None or not _may_see(user, item, verdict):
         raise Http404("no such item")
-    edited = verdict is not None and verdict.decision == Verdict.Decision.EDIT
-    context = {
-        "item": item,
-        "verdict": verdict,
-        "diff": output_diff(item.final_output, verdict.edited_output) if edited and verdict else None,
-        "history": history(item),
-        "history_open": True,
-        "next_versions": list(item.next_versions.values_list("pk", "version")),
-        "runs": list(LoopRun.objects.filter(item=item).values_list("run_id", "outcome")),
-        "is_reviewer": is_reviewer(user),
-    }
-    return render(request, "review/item.html", context)
+    return render_item(request, item)

@@ -11,7 +11,15 @@ from django.urls import reverse
 
 pytestmark = pytest.mark.django_db
 
-OPERATOR_LINKS = ["/ops/", "/ops/policy/", "/ops/whatif/", "/ops/export/", "/ops/deliveries/", "/api/docs"]
+OPERATOR_LINKS = [
+    "/ops/",
+    "/ops/policy/",
+    "/ops/whatif/",
+    "/ops/export/",
+    "/ops/quality/",
+    "/ops/deliveries/",
+    "/api/docs",
+]
 
 
 def _menu(html: str) -> list[str]:
@@ -21,7 +29,7 @@ def _menu(html: str) -> list[str]:
 
 def test_the_operator_menu_is_the_same_on_every_operator_page(client: Client, operator: User) -> None:
     client.force_login(operator)
-    for url in ("ops:dashboard", "ops:policy", "ops:whatif", "ops:export", "ops:deliveries"):
+    for url in ("ops:dashboard", "ops:policy", "ops:whatif", "ops:export", "ops:quality", "ops:deliveries"):
         assert _menu(client.get(reverse(url)).content.decode()) == OPERATOR_LINKS, url
 
 

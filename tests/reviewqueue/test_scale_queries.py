@@ -64,5 +64,8 @@ def test_it_renders_the_dashboard_in_a_fixed_number_of_queries(
     history: None, operator: Any, client: Any, django_assert_max_num_queries: Any
 ) -> None:
     client.force_login(operator)
-    with django_assert_max_num_queries(50):
+    # Up to 40 for the dashboard itself; the review-quality panel reads the
+    # cached report (one query), and on a miss also makes the report's own
+    # fixed set of queries (reviewqueue/quality.py) and writes it back.
+    with django_assert_max_num_queries(55):
         assert client.get("/ops/").status_code == 200

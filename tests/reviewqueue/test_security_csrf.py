@@ -15,7 +15,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from reviewqueue.models import FilterRule, SimulationRun, WebhookDelivery
+from reviewqueue.models import FilterRule, GoldItem, ReviewerStanding, SimulationRun, WebhookDelivery
 
 HX = {"HTTP_HX_REQUEST": "true"}
 HX_HEADERS = re.compile(r"""<body[^>]*\bhx-headers='([^']*)'""")
@@ -46,8 +46,10 @@ def csrf_client(make_user: Any) -> Client:
 
 
 @pytest.fixture
-def url_for(admit_item: Any, operator: Any) -> Any:
+def url_for(admit_item: Any, operator: Any, reviewer: Any) -> Any:
     item = admit_item().item
+    gold = GoldItem.objects.create(item=admit_item().item, expected_decision="approve")
+    ReviewerStanding.objects.create(reviewer=reviewer)
     rule = FilterRule.objects.create(label="format_issue", gate="parses", description="output must parse")
     run = SimulationRun.objects.create(created_by=operator, name="csrf", params={})
     delivery = WebhookDelivery.objects.create(
@@ -59,7 +61,15 @@ def url_for(admit_item: Any, operator: Any) -> Any:
         ordering_key=f"item:{item.pk}",
         body="{}",
     )
-    values = {"item_id": item.pk, "rule_id": rule.pk, "action": "enable", "run_id": run.pk, "delivery_id": delivery.pk}
+    values = {
+        "item_id": item.pk,
+        "rule_id": rule.pk,
+        "action": "enable",
+        "run_id": run.pk,
+        "delivery_id": delivery.pk,
+        "gold_id": gold.pk,
+        "reviewer_id": reviewer.pk,
+    }
 
     def fill(route: str) -> str:
         return "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), route)
@@ -79,6 +89,7 @@ def test_the_walk_finds_the_state_changing_endpoints() -> None:
     names = {name for name, _ in ROUTES}
     assert {"review:decide", "review:next", "review:skip", "review:renew", "review:undo"} <= names
     assert {"ops:rule_decide", "ops:policy", "ops:whatif_run", "logout"} <= names
+    assert {"ops:quality_settle", "ops:quality_reinstate", "ops:gold_retire", "ops:gold_mark"} <= names
 
 
 @pytest.mark.parametrize(("name", "route"), ROUTES, ids=[name for name, _ in ROUTES])

@@ -16,7 +16,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from reviewqueue.models import FilterRule, LoopRun, SimulationRun, WebhookDelivery
+from reviewqueue.models import FilterRule, GoldItem, LoopRun, ReviewerStanding, SimulationRun, WebhookDelivery
 
 # name -> why it answers without a session or token
 PUBLIC = {
@@ -77,9 +77,11 @@ PROTECTED = [r for r in ROUTES if r.name not in PUBLIC and r.name not in ALWAYS_
 
 
 @pytest.fixture
-def values(admit_item: Any, operator: Any) -> dict[str, str]:
+def values(admit_item: Any, operator: Any, reviewer: Any) -> dict[str, str]:
     """Real objects for every path parameter, so a view reaches its lookups."""
     item = admit_item().item
+    gold = GoldItem.objects.create(item=admit_item().item, expected_decision="approve")
+    ReviewerStanding.objects.create(reviewer=reviewer)
     rule = FilterRule.objects.create(label="format_issue", gate="parses", description="output must parse")
     run = SimulationRun.objects.create(created_by=operator, name="walk", params={})
     loop = LoopRun.objects.create(run_id="walk-run", task_id="t", task={})
@@ -88,6 +90,8 @@ def values(admit_item: Any, operator: Any) -> dict[str, str]:
     )
     return {
         "delivery_id": str(delivery.pk),
+        "gold_id": str(gold.pk),
+        "reviewer_id": str(reviewer.pk),
         "item_id": str(item.pk),
         "rule_id": str(rule.pk),
         "action": "enable",
@@ -110,6 +114,8 @@ def test_the_walk_sees_every_area() -> None:
     # Send back is a review action; an item's page is outside the review
     # namespace (operators read items too) and is walked as a role page.
     assert {"review:send_back", "review_item"} <= names
+    # Review quality: the page and each of its POSTs, the Mark as gold form's included.
+    assert {"ops:quality", "ops:quality_settle", "ops:quality_reinstate", "ops:gold_retire", "ops:gold_mark"} <= names
     assert "review_item" in _ids(ROLE_PAGES)
 
 
