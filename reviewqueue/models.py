@@ -218,6 +218,8 @@ class QueuePolicy(models.Model):
                 errors[name] = "must be in [0, 1]"
         if self.lease_seconds < 10:
             errors["lease_seconds"] = "must be at least 10 seconds"
+        if self.gold_min_answers < 1:
+            errors["gold_min_answers"] = "must be at least 1"
         if errors:
             raise ValidationError(errors)
 
@@ -226,7 +228,7 @@ class QueuePolicy(models.Model):
 
 
 # A double review whose three answers all differ waits in this round, which
-# no reviewer claims: only an operator settles it (services.quality.settle).
+# no reviewer claims: only an operator settles it (services.verdicts.settle).
 OPERATOR_ROUND = 4
 
 

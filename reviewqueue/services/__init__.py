@@ -41,9 +41,9 @@ from .errors import (
 )
 from .leases import claim, current_claim, expire_leases, release, renew
 from .outcomes import AdmitResult
-from .quality import is_paused, mark_gold, reestimate, reinstate, retire_gold, settle
+from .quality import is_paused, mark_gold, reestimate, reinstate, retire_gold
 from .queue_policy import decide_rule, policy_update
-from .verdicts import decide, send_back, undo
+from .verdicts import decide, send_back, settle, undo
 
 __all__ = [
     "TRUNCATION_MARKER",

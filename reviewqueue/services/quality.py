@@ -8,11 +8,12 @@ the item goes back to the waiting set for a second reviewer, who is never the
 first and never sees the first answer (the card shows the item, nothing
 else). Two answers in the same decision category (approve, which includes
 edit; reject; send back) settle the item; two that differ send it to a third
-reviewer; if the three still differ, only an operator settles it (``settle``).
+reviewer; if the three still differ, only an operator settles it
+(``verdicts.settle``).
 Until then the item stays waiting: it keeps its place in the depth, no
 webhook is sent, and the tuner does not hear of it. The settled verdict is
 the answer of the reviewer who settled it (the second, or the third) and is
-what the producer and the tuner get (``verdicts._settle``).
+what the producer and the tuner get (``verdicts.settle_item``).
 
 **Gold items.** An operator marks a decided item as gold with its expected
 decision and label (``mark_gold``). At claim time, a share ``gold_rate`` of
@@ -33,11 +34,11 @@ longer count towards a flag.
 Dawid-Skene estimate) over the recent gold answers, double reviews and
 single verdicts, and stores each reviewer's error rate on the policy row,
 for the noise-aware tuner and the operators' page. A beat task runs it every
-minute; it takes no lock but the one its single UPDATE takes.
+minute.
 
 Locks: ``answer_gold`` and ``record_review`` run inside ``decide``'s
-transaction under the item's lock; ``settle`` locks the item, then (through
-``verdicts._settle``) the policy row, the order ``decide`` uses.
+transaction under the item's lock, and take no other; ``reestimate`` takes
+only the one its single UPDATE of the policy row takes.
 """
 
 from __future__ import annotations
@@ -61,8 +62,7 @@ from django.utils import timezone
 
 from .. import policy
 from ..models import GoldItem, Judgement, QueuePolicy, ReasonLabel, ReviewerStanding, ReviewItem, Verdict
-from .cleaning import clean_text
-from .errors import AlreadyDecided, InvalidInput, QueueError
+from .errors import InvalidInput
 
 log = logging.getLogger("reviewqueue.services")
 
@@ -168,50 +168,6 @@ def record_review(
     item.save(update_fields=["review_round", "status", "lease_holder", "lease_expires_at", "updated_at"])
     log.info("double review continues", extra={"item": item.pk, "round": item.review_round})
     return None
-
-
-def settle(
-    *,
-    item_id: int,
-    operator: AbstractBaseUser,
-    decision: str,
-    reason_label: str = "",
-    note: str = "",
-    now: datetime | None = None,
-) -> Verdict:
-    """An operator settles a double-reviewed item that is still waiting (its
-    second review, a tiebreak, or an operator): their answer becomes the
-    item's verdict, with everything a verdict brings. A reviewer who holds
-    the item meanwhile finds it decided."""
-    from .verdicts import NOTE_LIMIT, settle_item
-
-    now = now or timezone.now()
-    answer = _operator_answer(decision, reason_label, note, NOTE_LIMIT)
-    with transaction.atomic():
-        try:
-            item = ReviewItem.objects.select_for_update().get(pk=item_id)
-        except ReviewItem.DoesNotExist:
-            raise QueueError(f"item {item_id} does not exist") from None
-        if item.status in ReviewItem.DECIDED:
-            raise AlreadyDecided(f"item {item_id} was already decided ({item.status})")
-        if item.status not in ReviewItem.WAITING or item.review_round < 2:
-            raise QueueError(f"item {item_id} is not waiting for a double review to settle")
-        return settle_item(item, operator, answer, "operator", now)
-
-
-def _operator_answer(decision: str, reason_label: str, note: str, note_limit: int) -> Answer:
-    note_text, _ = clean_text(note, limit=note_limit)
-    if decision == APPROVE:
-        return Answer(Verdict.Decision.APPROVE, note=note_text)
-    if decision == REJECT:
-        if reason_label not in ReasonLabel.values:
-            raise InvalidInput("reason_label", f"a rejection needs one of {', '.join(ReasonLabel.values)}")
-        return Answer(Verdict.Decision.REJECT, reason_label=reason_label, note=note_text)
-    if decision == SEND_BACK:
-        if not note_text.strip():
-            raise InvalidInput("note", "sending back needs a note: say what the next try should change")
-        return Answer(Verdict.Decision.SEND_BACK, note=note_text)
-    raise InvalidInput("decision", "one of approve, reject, send_back")
 
 
 # --- gold items -------------------------------------------------------------------------

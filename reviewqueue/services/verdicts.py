@@ -47,7 +47,7 @@ from ..models import (
 from . import quality
 from .cleaning import clean_text
 from .depth import after_depth_change, take_one_off_depth
-from .errors import AlreadyDecided, InvalidInput, NothingToUndo, UndoRefused
+from .errors import AlreadyDecided, InvalidInput, NothingToUndo, QueueError, UndoRefused
 from .leases import held_item
 from .outbox import item_decided, item_sent_back
 from .quality import Answer
@@ -220,6 +220,48 @@ def settle_item(
         _retune(queue, verdict, window, now)
     after_depth_change(queue, queue.depth, now)  # writes only if the watermarks move the mode
     return verdict
+
+
+def settle(
+    *,
+    item_id: int,
+    operator: AbstractBaseUser,
+    decision: str,
+    reason_label: str = "",
+    note: str = "",
+    now: datetime | None = None,
+) -> Verdict:
+    """An operator settles a double-reviewed item that is still waiting (its
+    second review, a tiebreak, or an operator): their answer becomes the
+    item's verdict, with everything a verdict brings. A reviewer who holds
+    the item meanwhile finds it decided."""
+    now = now or timezone.now()
+    answer = _operator_answer(decision, reason_label, note)
+    with transaction.atomic():
+        try:
+            item = ReviewItem.objects.select_for_update().get(pk=item_id)
+        except ReviewItem.DoesNotExist:
+            raise QueueError(f"item {item_id} does not exist") from None
+        if item.status in ReviewItem.DECIDED:
+            raise AlreadyDecided(f"item {item_id} was already decided ({item.status})")
+        if item.status not in ReviewItem.WAITING or item.review_round < 2:
+            raise QueueError(f"item {item_id} is not waiting for a double review to settle")
+        return settle_item(item, operator, answer, "operator", now)
+
+
+def _operator_answer(decision: str, reason_label: str, note: str) -> Answer:
+    note_text, _ = clean_text(note, limit=NOTE_LIMIT)
+    if decision == quality.APPROVE:
+        return Answer(Verdict.Decision.APPROVE, note=note_text)
+    if decision == quality.REJECT:
+        if reason_label not in ReasonLabel.values:
+            raise InvalidInput("reason_label", f"a rejection needs one of {', '.join(ReasonLabel.values)}")
+        return Answer(Verdict.Decision.REJECT, reason_label=reason_label, note=note_text)
+    if decision == quality.SEND_BACK:
+        if not note_text.strip():
+            raise InvalidInput("note", "sending back needs a note: say what the next try should change")
+        return Answer(Verdict.Decision.SEND_BACK, note=note_text)
+    raise InvalidInput("decision", "one of approve, reject, send_back")
 
 
 def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:

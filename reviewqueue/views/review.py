@@ -209,11 +209,18 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
     """What was recorded on the item, by whom and when, and what became of
     this (second) verdict: two tabs, a double submit or another reviewer."""
     tried = tried or ("approval" if approve else "rejection")
-    if Judgement.objects.filter(item_id=item_id, reviewer=reviewer).exists():
-        # An answer of theirs in a double review (or on any item that took
-        # more than one): what the others said stays unseen.
-        return Notice(f"You already answered item #{item_id}; your second {tried} was not recorded.", "error")
     verdict = Verdict.objects.filter(item_id=item_id).select_related("reviewer").first()
+    mine = Judgement.objects.filter(item_id=item_id, reviewer=reviewer).first()
+    if mine is not None and (verdict is None or verdict.reviewer_id != reviewer.pk):
+        # Their own answer in a double review, or on a gold copy: said as their
+        # verdict, in the same words, and what the others said stays unseen.
+        verdict = Verdict(
+            item_id=item_id,
+            reviewer=reviewer,
+            decision=mine.decision,
+            reason_label=mine.reason_label,
+            created_at=mine.created_at,
+        )
     if verdict is None:  # a filter rule decided it, or it has only answers (a gold copy, a double review)
         item = ReviewItem.all_objects.filter(pk=item_id).first()
         if item is None:

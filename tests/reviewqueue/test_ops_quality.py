@@ -399,9 +399,11 @@ def test_a_second_answer_on_a_gold_copy_is_told_as_on_any_item(
     gold = GoldItem.objects.create(item=source, expected_decision="approve", created_by=operator)
     copy = admit_item().item
     ReviewItem.objects.filter(pk=copy.pk).update(gold=gold, status=ReviewItem.Status.GOLD)
-    Judgement.objects.create(item=copy, reviewer=reviewer, kind=Judgement.Kind.GOLD, decision="reject", correct=False)
+    Judgement.objects.create(
+        item=copy, reviewer=reviewer, kind=Judgement.Kind.GOLD, decision="reject", reason_label="unclear", correct=False
+    )
     mine = _already_decided(copy.pk, reviewer, approve=True, reason_label="")
-    assert mine.text == f"You already answered item #{copy.pk}; your second approval was not recorded."
+    assert mine.text.startswith(f"Item #{copy.pk} was already rejected (unclear) just now by you, in another tab")
     other = _already_decided(copy.pk, make_user("ray", "reviewer"), approve=True, reason_label="")
     assert other.text == f"Item #{copy.pk} was already decided (Rejected); your approval was not recorded."
     assert "gold" not in (mine.text + other.text).lower()
