@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
+from reviewqueue import services
 from reviewqueue.models import ReviewItem, Verdict
 from tests.browser.helpers import card_item, start, wait_for_card_change
 
@@ -94,6 +95,9 @@ def test_it_lets_a_reviewer_decide_five_items_with_the_keyboard_only(page, login
 
 
 def test_it_never_shows_two_reviewers_the_same_item(new_context, login, make_user, admit_item):
+    # One review per item: a double-reviewed item is meant for two reviewers
+    # (tests/reviewqueue/test_double_review_views.py).
+    services.policy_update(user=None, changes={"double_review_rate": 0})
     make_user("rita", "reviewer")
     make_user("ravi", "reviewer")
     all_items = {admit_item().item.pk for _ in range(6)}
