@@ -6,6 +6,7 @@ from the keyboard. A reviewer is refused."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,7 @@ def test_redeliver_is_refused_without_the_token_the_page_sends(
     # The same signed-in session, with the htmx header but no token: refused.
     bare = page.context.request.post(url, headers={"HX-Request": "true"})
     assert bare.status == 403
+    assert "CSRF verification failed" in bare.text()
     assert WebhookDelivery.objects.get(pk=delivered.pk).status == "delivered"
     assert announced == []
     # The token the page carries is the one that lets it through.
@@ -246,14 +248,34 @@ def test_the_dashboard_names_failing_endpoints_readably(
     expect(page.locator("#deliveries caption")).to_have_text(f"2 events, to {LONG_URL}")
 
 
-def test_a_reviewer_is_refused_the_page(
-    new_context: Any, live_server: Any, login: Any, reviewer: Any, rows: dict[str, Any], console_errors: list[str]
+def test_a_reviewer_is_refused_the_page_and_redeliver(
+    new_context: Any,
+    live_server: Any,
+    login: Any,
+    reviewer: Any,
+    rows: dict[str, Any],
+    announced: list[int],
+    console_errors: list[str],
 ) -> None:
+    from reviewqueue.models import WebhookDelivery
+
     page = new_context(viewport=WIDTHS["390"]).new_page()
     login(page, "rita")
     response = page.goto(f"{live_server.url}/ops/deliveries/")
     assert response is not None and response.status == 403
     expect(page.locator("main")).to_contain_text("This page needs the operator role")
     expect(page.get_by_role("button", name="Redeliver")).to_have_count(0)
+    # With a valid CSRF token from a page the reviewer may open, Redeliver is still refused: the role decides.
+    page.goto(f"{live_server.url}/review/")
+    headers = json.loads(page.locator("body").get_attribute("hx-headers") or "{}")
+    assert headers.get("X-CSRFToken")
+    refused = page.context.request.post(
+        f"{live_server.url}/ops/deliveries/{rows['failed'].pk}/redeliver/",
+        headers={"HX-Request": "true", "X-CSRFToken": headers["X-CSRFToken"], "Referer": f"{live_server.url}/review/"},
+    )
+    assert refused.status == 403
+    assert "This page needs the operator role" in refused.text()  # refused for the role, not for the token
+    assert WebhookDelivery.objects.get(pk=rows["failed"].pk).status == "failed"
+    assert announced == []
     # The 403 itself is logged by the browser as a failed resource: expected here.
     console_errors[:] = [e for e in console_errors if "403" not in e]
