@@ -1,6 +1,6 @@
 """What operators see of webhooks: the deliveries page (filters, pagination,
 redeliver over htmx with CSRF), failing endpoints on the dashboard, the
-admin's redeliver action, and the /metrics series."""
+admin's redeliver action, the /metrics series, and a reviewer refused."""
 
 from __future__ import annotations
 
@@ -93,6 +93,18 @@ def test_redeliver_needs_csrf(operator: Any) -> None:
     client.force_login(operator)
     assert client.post(reverse("ops:delivery_redeliver", args=[row.pk])).status_code == 403
     assert WebhookDelivery.objects.get(pk=row.pk).status == "delivered"
+
+
+def test_a_reviewer_is_refused_the_page_and_redeliver(client: Client, reviewer: Any, announced: list[int]) -> None:
+    row = delivery(1, url=BAD, status="failed", attempts=30, last_error="HTTP 500: boom")
+    client.force_login(reviewer)
+    page = client.get(reverse("ops:deliveries"))
+    assert page.status_code == 403 and "evt_0001" not in page.content.decode()
+    url = reverse("ops:delivery_redeliver", args=[row.pk])
+    assert client.post(url).status_code == 403
+    assert client.post(url, headers={"HX-Request": "true"}).status_code == 403
+    assert WebhookDelivery.objects.get(pk=row.pk).status == "failed"
+    assert announced == []
 
 
 def test_the_dashboard_names_failing_endpoints_with_a_link_to_their_deliveries(signed_in: Client) -> None:
