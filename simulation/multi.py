@@ -171,13 +171,15 @@ class _Pool:
 def simulate_multi(ms: MultiScenario, seed: int) -> MultiRunResult:
     """One run of ``ms`` from empty queues, reproducible from ``seed``.
 
-    All queues draw from one random stream, and the processes start in the
-    single-queue model's order, so a one-queue scenario reproduces
-    ``simulate`` exactly.
+    Each queue draws its arrivals, outputs, verdicts and its items' review
+    times from its own random stream (``queue_stream``), so a queue added
+    later leaves the others' draws as they were: without and with it, the
+    other queues see the same work, and only the sharing of the pool
+    differs. The processes start in the single-queue model's order, so a
+    one-queue scenario reproduces ``simulate`` exactly.
     """
-    rng = random.Random(seed)
     env = simpy.Environment()
-    queues = [_Queue(ms.scenario_for(spec), rng, seed) for spec in ms.queues]
+    queues = [_Queue(ms.scenario_for(spec), queue_stream(seed, i, spec.slug), seed) for i, spec in enumerate(ms.queues)]
     pool = _Pool(ms, queues)
     for q in queues:
         q.result.depth_series.append(0)
@@ -206,6 +208,13 @@ def simulate_multi(ms: MultiScenario, seed: int) -> MultiRunResult:
     return MultiRunResult(queues=results, utilisation=utilisation, events=events.scheduled)
 
 
+def queue_stream(seed: int, index: int, slug: str) -> random.Random:
+    """The random stream of the queue at ``index``: the first queue's is the
+    single-queue model's (``Random(seed)``), every other one's is derived
+    from the seed and its slug, so it does not depend on what else runs."""
+    return random.Random(seed) if index == 0 else random.Random(f"{seed}:{slug}")
+
+
 def _article_pool(env: simpy.Environment, ms: MultiScenario, pool: _Pool, events: EventTally) -> Proc:
     """The article model's reviewers: each minute's quota, spent across the queues."""
     carry = 0.0
@@ -229,7 +238,6 @@ def _article_pool(env: simpy.Environment, ms: MultiScenario, pool: _Pool, events
 
 def _pool_reviewer(env: simpy.Environment, pool: _Pool, mu: float, horizon: float, events: EventTally) -> Proc:
     """One reviewer of the poisson model, serving whichever queue the rule picks."""
-    rng = next(iter(pool.queues.values())).rng
     while True:
         taken = pool.take()
         if taken is None:
@@ -240,7 +248,8 @@ def _pool_reviewer(env: simpy.Environment, pool: _Pool, mu: float, horizon: floa
             continue
         q, item = taken
         events.scheduled += 1
-        busy = sum(rng.expovariate(mu) for _ in range(item.review.cost))
+        # Drawn from the item's own queue's stream (see simulate_multi).
+        busy = sum(q.rng.expovariate(mu) for _ in range(item.review.cost))
         pool.busy_min += min(busy, horizon - env.now)
         yield env.timeout(busy)
         q.finish(env.now, item)
