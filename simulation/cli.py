@@ -69,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch", type=int, default=None, help="DEMO_BATCH")
     demo.add_argument("--seeds", type=int, default=200)
     demo.add_argument("--json", action="store_true", help="print one JSON object")
+    add_queues_parser(sub)
+    return parser
+
+
+def add_queues_parser(sub: Any) -> None:
+    """The ``queues`` command: several queues, one reviewer pool."""
     queues = sub.add_parser(
         "queues",
         help="several queues served by one reviewer pool; --add asks what a new queue does to the others",
@@ -98,7 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
     queues.add_argument("--json", action="store_true", help="print one JSON object")
     # Errors found after parsing (a slug given twice) are reported in this command's usage.
     queues.set_defaults(command_parser=queues)
-    return parser
 
 
 def queue_spec_arg(value: str) -> QueueSpec:
