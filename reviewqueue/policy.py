@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import re
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from fractions import Fraction
 
 
 class Mode(StrEnum):
@@ -509,3 +511,128 @@ def sample_for_audit(rng: random.Random, rate: float) -> bool:
     if not 0 <= rate <= 1:
         raise PolicyError("sampling_rate", "must be in [0, 1]")
     return rng.random() < rate
+
+
+# --- several queues, one reviewer pool ---
+
+SLUG_RE = re.compile(r"[a-z][a-z0-9-]{0,49}")
+
+
+def check_slug(slug: str) -> str:
+    """``slug`` itself if it can name a queue: 1 to 50 lowercase letters,
+    digits and hyphens, starting with a letter (so it is safe in a URL, a
+    metric label and a log line as it is); otherwise ``PolicyError``."""
+    if not isinstance(slug, str) or SLUG_RE.fullmatch(slug) is None:
+        raise PolicyError(
+            "slug", f"{slug!r} must be 1-50 lowercase letters, digits and hyphens, starting with a letter"
+        )
+    return slug
+
+
+@dataclass(frozen=True)
+class QueueHead:
+    """One queue as a reviewer who may serve it sees it.
+
+    ``priority`` and ``arrived`` describe the queue's next waiting item (the
+    one the queue would hand out next); both are None when nothing is
+    waiting. ``depth`` counts items waiting for or under review, as
+    ``plan_admission`` counts it, against the queue's own ``capacity``.
+    """
+
+    slug: str
+    priority: int | None
+    depth: int
+    capacity: int
+    arrived: float | None
+
+    def __post_init__(self) -> None:
+        if self.capacity < 1:
+            raise PolicyError("capacity", "must be at least 1")
+        if self.depth < 0:
+            raise PolicyError("depth", "must be at least 0")
+
+    @property
+    def waiting(self) -> bool:
+        return self.priority is not None and self.arrived is not None
+
+    @property
+    def fullness(self) -> Fraction:
+        """depth / capacity, exactly, so two queues equally full tie exactly."""
+        return Fraction(self.depth, self.capacity)
+
+
+def serving_key(head: QueueHead) -> tuple[int, Fraction, float, str]:
+    """The sort key of ``next_queue``: the smallest key is served first.
+
+    Only meaningful for a head with something waiting.
+    """
+    if head.priority is None or head.arrived is None:
+        raise PolicyError("head", f"queue {head.slug!r} has nothing waiting")
+    return (-head.priority, -head.fullness, head.arrived, head.slug)
+
+
+def next_queue(heads: Iterable[QueueHead]) -> str | None:
+    """The slug of the queue a free reviewer serves next, or None when no
+    queue has anything waiting.
+
+    The rule, in order: the queue whose next item has the highest priority;
+    among equals, the fuller queue (depth over capacity, so a queue close to
+    shedding is relieved first, whatever its size); then the queue whose next
+    item has waited longest (earliest ``arrived``); then the slug in
+    alphabetical order, so the choice is total and the same on every run.
+    Queues with nothing waiting are skipped.
+    """
+    waiting = [h for h in heads if h.waiting]
+    if not waiting:
+        return None
+    return min(waiting, key=serving_key).slug
+
+
+@dataclass(frozen=True)
+class RoutingRule:
+    """Send work that matches to ``queue``.
+
+    A blank string or None matches anything; every condition that is set
+    must match. ``task_id_prefix`` matches task ids that start with it (an
+    exact id is its own prefix); the priority range is inclusive at both ends.
+    """
+
+    queue: str
+    producer: str = ""
+    task_kind: str = ""
+    min_priority: int | None = None
+    max_priority: int | None = None
+    task_id_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.queue:
+            raise PolicyError("queue", "must name a queue")
+        check_slug(self.queue)
+        if self.min_priority is not None and self.max_priority is not None and self.min_priority > self.max_priority:
+            raise PolicyError("min_priority", "must not be above max_priority")
+
+    def matches(self, *, producer: str, task_kind: str, priority: int, task_id: str) -> bool:
+        return (
+            (not self.producer or self.producer == producer)
+            and (not self.task_kind or self.task_kind == task_kind)
+            and (self.min_priority is None or priority >= self.min_priority)
+            and (self.max_priority is None or priority <= self.max_priority)
+            and task_id.startswith(self.task_id_prefix)
+        )
+
+
+def route(
+    rules: Iterable[RoutingRule],
+    *,
+    producer: str,
+    task_kind: str,
+    priority: int,
+    task_id: str,
+    default: str = "default",
+) -> str:
+    """The queue a piece of work goes to: the first rule, in the order given,
+    that matches it; ``default`` when none does."""
+    for rule in rules:
+        if rule.matches(producer=producer, task_kind=task_kind, priority=priority, task_id=task_id):
+            return rule.queue
+    return default

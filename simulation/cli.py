@@ -5,11 +5,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from reviewqueue.policy import PolicyError, check_slug
 from simulation.analytic import article_loss, mmck_transient_loss
+from simulation.multi import (
+    MultiScenario,
+    QueueSpec,
+    format_queues,
+    format_what_if,
+    run_multi_replications,
+    what_if_added,
+)
 from simulation.replicate import run_replications
 from simulation.scenario import PRESETS, TUNERS, Scenario
 
@@ -59,7 +69,100 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch", type=int, default=None, help="DEMO_BATCH")
     demo.add_argument("--seeds", type=int, default=200)
     demo.add_argument("--json", action="store_true", help="print one JSON object")
+    add_queues_parser(sub)
     return parser
+
+
+def add_queues_parser(sub: Any) -> None:
+    """The ``queues`` command: several queues, one reviewer pool."""
+    queues = sub.add_parser(
+        "queues",
+        help="several queues served by one reviewer pool; --add asks what a new queue does to the others",
+    )
+    queues.add_argument(
+        "--queue",
+        type=queue_spec_arg,
+        action="append",
+        required=True,
+        metavar="NAME:RATE:CAPACITY",
+        help="a queue: its slug, its production per minute and its capacity (repeat for each queue)",
+    )
+    queues.add_argument(
+        "--add",
+        type=queue_spec_arg,
+        default=None,
+        metavar="NAME:RATE:CAPACITY",
+        help="run again with this queue added, on the same seeds, and compare the others",
+    )
+    queues.add_argument("--review-per-min", type=float, required=True, help="the whole pool's review rate")
+    queues.add_argument("--reviewers", type=int, default=1, help="people in the pool (default 1)")
+    queues.add_argument("--model", choices=("article", "poisson"), default="poisson")
+    queues.add_argument("--backpressure", choices=("on", "off"), default="on", help="for every queue (default on)")
+    queues.add_argument("--duration", type=int, default=120, help="minutes (default 120)")
+    queues.add_argument("--replications", type=int, default=20, help="runs per scenario (default 20)")
+    queues.add_argument("--seed", type=int, default=0)
+    queues.add_argument("--json", action="store_true", help="print one JSON object")
+    # Errors found after parsing (a slug given twice) are reported in this command's usage.
+    queues.set_defaults(command_parser=queues)
+
+
+def queue_spec_arg(value: str) -> QueueSpec:
+    """``name:rate:capacity`` as a queue; an argparse error naming ``value`` otherwise."""
+    parts = value.split(":")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected NAME:RATE:CAPACITY, e.g. support:2.5:50")
+    name, rate_text, capacity_text = parts
+    try:
+        check_slug(name)
+    except PolicyError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r}: {exc}") from None
+    try:
+        rate = float(rate_text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: rate {rate_text!r} is not a number") from None
+    if not math.isfinite(rate) or rate < 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: rate must be a finite number >= 0")
+    try:
+        capacity = int(capacity_text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: capacity {capacity_text!r} is not a whole number") from None
+    if capacity < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: capacity must be at least 1")
+    return QueueSpec(slug=name, production_per_min=rate, capacity=capacity)
+
+
+def queues_main(args: argparse.Namespace) -> int:
+    parser = args.command_parser
+    backpressure = args.backpressure == "on"
+    specs = tuple(dataclasses.replace(q, backpressure=backpressure) for q in args.queue)
+    slugs = [q.slug for q in specs]
+    for slug in slugs:
+        if slugs.count(slug) > 1:
+            parser.error(f"argument --queue: {slug!r} is given more than once")
+    if args.add is not None and args.add.slug in slugs:
+        parser.error(f"argument --add: {args.add.slug!r} is already one of the queues")
+    try:
+        ms = MultiScenario(
+            specs,
+            review_per_min=args.review_per_min,
+            reviewers=args.reviewers,
+            duration_min=args.duration,
+            model=args.model,
+        )
+        if args.replications < 1:
+            raise ValueError("replications: must be at least 1")
+        if args.add is None:
+            out = run_multi_replications(ms, args.replications, args.seed).to_dict()
+            text = format_queues(out)
+        else:
+            added = dataclasses.replace(args.add, backpressure=backpressure)
+            out = what_if_added(ms, added, args.replications, args.seed)
+            text = format_what_if(out)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(out) if args.json else text)
+    return 0
 
 
 def demo_load_main(args: argparse.Namespace) -> int:
@@ -183,6 +286,8 @@ def format_table(d: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "queues":
+        return queues_main(args)
     if args.command == "demo-load":
         return demo_load_main(args)
     try:

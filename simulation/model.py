@@ -196,6 +196,14 @@ class _Queue:
                 return lane[0]
         return None
 
+    def peek(self) -> _Item | None:
+        """The item ``take`` would hand out next, left waiting (shed items
+        at the front are dropped on the way, as ``take`` would)."""
+        fifo = self.fifo
+        while fifo and not fifo[0].alive:
+            fifo.popleft()
+        return fifo[0] if fifo else None
+
     def take(self) -> _Item | None:
         """The oldest waiting item goes under review (reviewers work first in, first out)."""
         fifo = self.fifo
