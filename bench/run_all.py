@@ -57,7 +57,14 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
         ),
         (
             "policy-row contention",
-            [py, str(BENCH / "bench_contention.py"), "--items", str(args.contention_items)],
+            [
+                py,
+                str(BENCH / "bench_contention.py"),
+                "--items",
+                str(args.contention_items),
+                "--deciders",
+                args.contention_levels,
+            ],
             240,
         ),
         (
@@ -96,7 +103,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
         ),
         (
             "webhooks: latency, decide cost",
-            [py, str(BENCH / "bench_webhooks.py"), "--items", str(args.http_items), "--rounds", str(args.http_rounds)],
+            [py, str(BENCH / "bench_webhooks.py"), "--items", str(args.http_items), "--rounds", str(args.webhook_rounds)],
             180,
         ),
         (
@@ -123,6 +130,8 @@ def main() -> None:
     parser.add_argument("--replications", type=int, default=400)
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--redline-rounds", type=int, default=10)
+    parser.add_argument("--contention-levels", default="16,32", help="contention bench: deciders at each level")
+    parser.add_argument("--webhook-rounds", type=int, default=4, help="webhooks bench: rounds per side")
     parser.add_argument("--render-size", type=int, default=500_000)
     parser.add_argument("--render-old-sizes", default="2000,4000")
     args = parser.parse_args()
@@ -131,6 +140,8 @@ def main() -> None:
         args.http_rounds, args.producer_per_round, args.contention_items, args.keypress_decisions = 2, 60, 40, 6
         args.repeat, args.replications, args.seeds = 5, 40, 20
         args.redline_rounds = 2
+        # A smoke run checks each bench runs and its checks hold: one level, one round.
+        args.contention_levels, args.webhook_rounds = "16", 1
         args.render_size, args.render_old_sizes = 50_000, "1000"
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
