@@ -103,7 +103,14 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
         ),
         (
             "webhooks: latency, decide cost",
-            [py, str(BENCH / "bench_webhooks.py"), "--items", str(args.http_items), "--rounds", str(args.webhook_rounds)],
+            [
+                py,
+                str(BENCH / "bench_webhooks.py"),
+                "--items",
+                str(args.http_items),
+                "--rounds",
+                str(args.webhook_rounds),
+            ],
             180,
         ),
         (
