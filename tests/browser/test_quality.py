@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from tests.browser.test_ops_pages import DANGLING, OVERFLOW, WIDTHS
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.double_review, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from reviewqueue import services
 from reviewqueue.models import ReviewItem
 from reviewqueue.tokens import issue_token
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.double_review, pytest.mark.django_db]
 
 FIRST_NOTE = "ann-thinks-the-loop-invented-an-api"
 

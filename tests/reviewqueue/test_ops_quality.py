@@ -17,7 +17,7 @@ from reviewqueue.forms import PolicyForm
 from reviewqueue.models import GoldItem, Judgement, QueuePolicy, ReviewerStanding, ReviewItem, Verdict
 from reviewqueue.views import quality as quality_view
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.double_review, pytest.mark.django_db]
 
 HX = {"HTTP_HX_REQUEST": "true"}
 

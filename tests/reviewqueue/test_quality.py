@@ -25,6 +25,8 @@ from reviewqueue import quality
 from reviewqueue.models import GoldItem, Judgement, QueuePolicy, ReviewerStanding, ReviewItem, Verdict
 from reviewqueue.tokens import issue_token
 
+pytestmark = pytest.mark.double_review
+
 _keys = itertools.count()
 
 # --- the statistics on fixed data -------------------------------------------------------

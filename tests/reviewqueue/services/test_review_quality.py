@@ -24,7 +24,7 @@ from reviewqueue.models import (
 )
 from reviewqueue.services import quality
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.double_review, pytest.mark.django_db]
 
 CALLBACK = "http://127.0.0.1:9/hook"
 
@@ -370,9 +370,10 @@ def gold_answers(reviewer: Any, right: int, wrong: int, source: ReviewItem, gold
 
 
 def test_reestimate_finds_the_unreliable_reviewer(
-    admit_item: Callable[..., Any], team: list[Any], operator: Any
+    admit_item: Callable[..., Any], small_queue: Callable[..., Any], team: list[Any], operator: Any
 ) -> None:
     ann, ben, _ = team
+    small_queue(capacity=50, double_review_rate=0)  # the source item is decided by ann alone
     source_id = decided_item(admit_item, ann, approve=True)
     gold = services.mark_gold(item_id=source_id, operator=operator, expected_decision="approve")
     source = ReviewItem.objects.get(pk=source_id)

@@ -30,7 +30,7 @@ from ..worker_helpers import publishing_to, wait_for
 from .deployment import Deployment
 from .receiver import Received, Receiver, receiving
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.double_review, pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 OUTVOTED_NOTE = "ann-approved-this-and-was-outvoted"
 SECOND_NOTE = "ben-rejected-as-hallucination"
