@@ -104,10 +104,10 @@ def run(n: int, rounds: int) -> dict[str, float]:
     from django.db import connection, transaction
 
     from reviewqueue import services
-    from reviewqueue.models import QueuePolicy
+    from reviewqueue.models import Queue
 
     # Capacity above everything this bench adds: every admission is a plain enqueue.
-    QueuePolicy.objects.update_or_create(pk=1, defaults={"capacity": 100 * n + 1000})
+    Queue.objects.update_or_create(pk=1, defaults={"capacity": 100 * n + 1000})
     counter = itertools.count()
     per_round = max(1, n // rounds)
 
@@ -189,9 +189,9 @@ def check_depth(stage: str) -> None:
     (the raw sides insert pending rows behind its back), or the bench is void."""
     from django.db.models import Q
 
-    from reviewqueue.models import QueuePolicy, ReviewItem
+    from reviewqueue.models import Queue, ReviewItem
 
-    kept = QueuePolicy.objects.get(pk=1).depth
+    kept = Queue.objects.get(pk=1).depth
     counted = (
         ReviewItem.objects.filter(status__in=ReviewItem.WAITING)
         .exclude(Q(idempotency_key__startswith="raw-") | Q(idempotency_key__startswith="prepared-"))

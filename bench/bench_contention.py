@@ -12,7 +12,7 @@ separate connection samples the server every ``--sample-ms``.
 
 What the sampler reads, in one statement per sample, is every backend of the
 scratch database holding a *granted* RowShareLock or RowExclusiveLock on the
-relation ``reviewqueue_queuepolicy`` (pg_locks), with its ``xact_start``,
+relation ``reviewqueue_queue`` (pg_locks), with its ``xact_start``,
 ``wait_event_type`` and ``pg_blocking_pids`` (pg_stat_activity), stamped with
 the sample's ``statement_timestamp()``. A transaction that locks the policy
 row (SELECT ... FOR UPDATE, or UPDATE) first takes that relation-level lock,
@@ -76,7 +76,7 @@ LEFT JOIN LATERAL (
     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
     WHERE l.locktype = 'relation' AND l.granted AND l.mode IN ('RowShareLock', 'RowExclusiveLock')
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND l.relation = 'reviewqueue_queuepolicy'::regclass AND a.pid <> pg_backend_pid()
+      AND l.relation = 'reviewqueue_queue'::regclass AND a.pid <> pg_backend_pid()
 ) AS x ON true
 """
 

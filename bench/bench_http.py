@@ -82,9 +82,9 @@ def seed_reviewers(clients: int) -> list[ClientLog]:
     from django.contrib.auth.hashers import make_password
 
     from reviewqueue.access import ensure_groups
-    from reviewqueue.models import QueuePolicy
+    from reviewqueue.models import Queue
 
-    QueuePolicy.objects.update_or_create(pk=1, defaults={"capacity": 1_000_000, "double_review_rate": 0})
+    Queue.objects.update_or_create(pk=1, defaults={"capacity": 1_000_000, "double_review_rate": 0})
     groups = ensure_groups()
     hashed = make_password(PASSWORD)
     logs = []
@@ -234,10 +234,10 @@ def timed_round(targets: list[Callable[[threading.Barrier], None]]) -> float:
 
 def depth_drift() -> int:
     """Kept depth minus a real count of waiting items (0 when the services kept it right)."""
-    from reviewqueue.models import QueuePolicy, ReviewItem
+    from reviewqueue.models import Queue, ReviewItem
 
     waiting = ReviewItem.objects.filter(status__in=ReviewItem.WAITING).count()
-    return QueuePolicy.objects.get(pk=1).depth - waiting
+    return Queue.objects.get(pk=1).depth - waiting
 
 
 def verify(logs: list[ClientLog], baseline_seeded: int) -> dict[str, int]:

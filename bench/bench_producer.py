@@ -125,7 +125,7 @@ def verify(real: Side, baseline: Side) -> dict[str, int]:
     """Rows per side against what the clients were told, and the kept depth against a count."""
     from bench_urls import BASELINE_PRODUCER
 
-    from reviewqueue.models import QueuePolicy, ReviewItem
+    from reviewqueue.models import Queue, ReviewItem
 
     real_rows = ReviewItem.objects.filter(producer=PRODUCER, status="pending").count()
     baseline_rows = ReviewItem.objects.filter(producer=BASELINE_PRODUCER).count()
@@ -134,7 +134,7 @@ def verify(real: Side, baseline: Side) -> dict[str, int]:
         "real_missing": real.sent - real_rows,
         "real_not_enqueued": real.sent - real.created,
         "baseline_missing": baseline.sent - baseline_rows,
-        "depth_drift": QueuePolicy.objects.get(pk=1).depth - real_rows,
+        "depth_drift": Queue.objects.get(pk=1).depth - real_rows,
         "waiting": waiting,
     }
 
@@ -165,10 +165,10 @@ def run(args: argparse.Namespace) -> bool:
         setup_django(url)
         from django.db import connections
 
-        from reviewqueue.models import QueuePolicy
+        from reviewqueue.models import Queue
 
         try:
-            QueuePolicy.objects.update_or_create(pk=1, defaults={"capacity": 10_000_000})
+            Queue.objects.update_or_create(pk=1, defaults={"capacity": 10_000_000})
             token = issue_producer_token(PRODUCER)
             connections.close_all()
             port = free_port()

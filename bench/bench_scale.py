@@ -74,7 +74,7 @@ def seed(url: str, decided: int, pending: int) -> float:
     from django.db import connection
 
     from reviewqueue.access import ensure_groups
-    from reviewqueue.models import QueuePolicy
+    from reviewqueue.models import Queue
 
     started = time.perf_counter()
     from django.core.management import call_command
@@ -86,7 +86,7 @@ def seed(url: str, decided: int, pending: int) -> float:
     rita.groups.add(groups["reviewer"])
     otto = users.create(username="otto")
     otto.groups.add(groups["operator"])
-    QueuePolicy.objects.update_or_create(pk=1, defaults={"capacity": CAPACITY})
+    Queue.objects.update_or_create(pk=1, defaults={"capacity": CAPACITY})
     with connection.cursor() as cursor:
         cursor.execute(SEED_ITEMS, {"n": decided})
         cursor.execute(SEED_VERDICTS, {"reviewer": rita.pk})

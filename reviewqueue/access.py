@@ -147,7 +147,7 @@ OPERATOR_READS = (
 )
 # The one model an operator also changes in the admin: its save goes through
 # services.policy_update, which validates and audits like the policy page.
-OPERATOR_CHANGES = ("queuepolicy",)
+OPERATOR_CHANGES = ("queue",)
 
 
 def _model_permissions(actions: Iterable[str], models: Iterable[str]) -> list[str]:

@@ -54,7 +54,7 @@ class VerdictAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
 
-@admin.register(models.QueuePolicy)
+@admin.register(models.Queue)
 class QueuePolicyAdmin(admin.ModelAdmin):
     list_display = ("__str__", "capacity", "high_watermark", "low_watermark", "step_limit", "mode", "updated_at")
     # depth and mode are kept by the services under the row lock; an edit here would desynchronise them.
@@ -62,13 +62,13 @@ class QueuePolicyAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # One policy row: adding is possible only before it exists, and only with the right.
-        return super().has_add_permission(request) and not models.QueuePolicy.objects.exists()
+        return super().has_add_permission(request) and not models.Queue.objects.exists()
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         # Through the service, so an admin edit is audited like any other.
         from .services import policy_update
 
-        changes = {name: getattr(obj, name) for name in models.QueuePolicy.EDITABLE_FIELDS}
+        changes = {name: getattr(obj, name) for name in models.Queue.EDITABLE_FIELDS}
         if change:
             policy_update(user=request.user, changes=changes)
         else:

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from . import export
-from .models import GoldItem, QueuePolicy, ReasonLabel, ReviewItem, Verdict
+from .models import GoldItem, Queue, ReasonLabel, ReviewItem, Verdict
 from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
 
 # Simulated minutes (replications x duration) above which a what-if runs in
@@ -48,8 +48,8 @@ class PolicyForm(forms.ModelForm):
     the same rules again for every other writer (the admin, the API)."""
 
     class Meta:
-        model = QueuePolicy
-        fields = QueuePolicy.EDITABLE_FIELDS
+        model = Queue
+        fields = Queue.EDITABLE_FIELDS
         labels: ClassVar[dict[str, str]] = {
             "capacity": "Capacity (items)",
             "high_watermark": "High watermark (share of capacity)",
@@ -196,7 +196,7 @@ class PolicyForm(forms.ModelForm):
 
     def changes(self) -> dict[str, Any]:
         """Only the fields whose values differ, ready for services.policy_update."""
-        return {name: self.cleaned_data[name] for name in self.changed_data if name in QueuePolicy.EDITABLE_FIELDS}
+        return {name: self.cleaned_data[name] for name in self.changed_data if name in Queue.EDITABLE_FIELDS}
 
 
 class WhatIfForm(forms.Form):

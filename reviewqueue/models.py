@@ -64,11 +64,50 @@ fits the main problem; use *unclear* when the task itself is ambiguous.
 someone else."""
 
 
-class QueuePolicy(models.Model):
-    """The queue's one policy row (pk=1), plus the live state the policy drives:
-    the current mode and step limit. Locking this row serialises admissions and
-    verdicts, which is what keeps the watermark state machine consistent."""
+DEFAULT_QUEUE = "default"
 
+
+class QueueQuerySet(models.QuerySet["Queue"]):
+    def active(self) -> QueueQuerySet:
+        return self.filter(archived_at__isnull=True)
+
+    def reviewable_by(self, user: Any) -> QueueQuerySet:
+        """The queues whose items this user may review: those open to every
+        reviewer, those naming the user, and those naming one of the user's
+        groups. Archived queues stay in (their waiting items still need a
+        verdict); callers that offer new work filter them as they need."""
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(Q(open_to_all=True) | Q(members=user) | Q(member_groups__in=user.groups.all())).distinct()
+
+
+class Queue(models.Model):
+    """One review queue: its name, its reviewers, its policy and the live
+    state the policy drives (mode, kept depth, step limit). Each queue's row
+    is that queue's lock: locking it serialises the admissions and verdicts
+    of that queue alone, which keeps its watermark state machine consistent
+    while other queues admit in parallel (ARCHITECTURE.md, "Many queues")."""
+
+    slug = models.SlugField(
+        max_length=50,
+        unique=True,
+        help_text="lowercase letters, digits and hyphens, starting with a letter; "
+        "producers name the queue by it (POST /api/outputs, /api/tasks)",
+    )
+    name = models.CharField(max_length=100)
+    open_to_all = models.BooleanField(
+        default=False, help_text="every reviewer may review this queue, whatever the members below"
+    )
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="review_queues", help_text="reviewers of this queue"
+    )
+    member_groups = models.ManyToManyField(
+        "auth.Group", blank=True, related_name="review_queues", help_text="groups whose users review this queue"
+    )
+    archived_at = models.DateTimeField(
+        null=True, blank=True, help_text="archived: accepts nothing new, keeps its items and history"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
     capacity = models.PositiveIntegerField(default=50)
     high_watermark = models.FloatField(default=0.8, help_text="fraction of capacity; above it: draft mode")
     low_watermark = models.FloatField(default=0.3, help_text="fraction of capacity; below it: normal flow")
@@ -141,41 +180,56 @@ class QueuePolicy(models.Model):
         "instructions",
     )
 
+    objects = QueueQuerySet.as_manager()
+
     class Meta:
-        verbose_name_plural = "queue policy"
+        ordering = ["slug"]
 
     def __str__(self) -> str:
-        return f"capacity {self.capacity}, step limit {self.step_limit}, {self.mode}"
+        return self.slug
+
+    @property
+    def archived(self) -> bool:
+        return self.archived_at is not None
 
     @classmethod
-    def current(cls) -> QueuePolicy:
-        obj, _ = cls.objects.get_or_create(pk=1)
+    def default(cls) -> Queue:
+        """The queue ``default``: where work goes when no routing rule matches.
+        Created on first use (open to every reviewer) if it does not exist."""
+        obj, _ = cls.objects.get_or_create(slug=DEFAULT_QUEUE, defaults={"name": "Default", "open_to_all": True})
         return obj
 
     @classmethod
-    def locked(cls) -> QueuePolicy:
-        """The policy row under a row lock; call inside transaction.atomic().
-
-        The row lock is the queue's lock: every writer of queue state takes it
-        here, or, for admit()'s one-statement path on PostgreSQL, by updating
-        the row (see services.admission_pg.admit_one_statement)."""
-        # One query on every call but the very first: admit() and decide() run
-        # this per item, and the row exists from then on.
-        row = cls.objects.select_for_update().filter(pk=1).first()
-        if row is not None:
-            return row
-        cls.objects.get_or_create(pk=1)
-        return cls.objects.select_for_update().get(pk=1)
+    def current(cls, queue: Queue | int | None = None) -> Queue:
+        """``queue`` read afresh (a row or its pk), or the default queue."""
+        if queue is None:
+            return cls.default()
+        return cls.objects.get(pk=queue.pk if isinstance(queue, Queue) else queue)
 
     @classmethod
-    def locked_for_admission(cls, producer: str, idempotency_key: str) -> tuple[QueuePolicy, int | None, bool]:
+    def locked(cls, queue: Queue | int | None = None) -> Queue:
+        """The queue's row under a row lock (the default queue when none is
+        named); call inside transaction.atomic().
+
+        The row lock is the queue's lock: every writer of the queue's state
+        takes it here, or, for admit()'s one-statement path on PostgreSQL, by
+        updating the row (see services.admission_pg.admit_one_statement)."""
+        if queue is None:
+            queue = cls.default()
+        pk = queue.pk if isinstance(queue, Queue) else queue
+        return cls.objects.select_for_update().get(pk=pk)
+
+    @classmethod
+    def locked_for_admission(
+        cls, queue: Queue | int | None, producer: str, idempotency_key: str
+    ) -> tuple[Queue, int | None, bool]:
         """The locked policy row (its ``depth`` is current: the lock serialises
         every change to it), then, in one query once the lock is held, the item
         this producer already admitted under this key (or None) and whether any filter rule
         is on. Two statements, not one: PostgreSQL evaluates subqueries of a
         ``SELECT ... FOR UPDATE`` with the snapshot taken before it waited for
         the lock, so a key committed meanwhile could be missed."""
-        queue = cls.locked()
+        queue = cls.locked(queue)
         items = ReviewItem._meta.db_table
         rules = FilterRule._meta.db_table
         existing_pk, gates = (
@@ -185,7 +239,10 @@ class QueuePolicy(models.Model):
                     f"SELECT id FROM {items} WHERE producer = %s AND idempotency_key = %s",
                     (producer, idempotency_key),
                 ),
-                gates=RawSQL(f"SELECT COUNT(*) FROM {rules} WHERE status = %s", (FilterRule.Status.ENABLED,)),
+                gates=RawSQL(
+                    f"SELECT COUNT(*) FROM {rules} WHERE status = %s AND queue_id = %s",
+                    (FilterRule.Status.ENABLED, queue.pk),
+                ),
             )
             .values_list("existing_pk", "gates")
             .get()
@@ -206,6 +263,10 @@ class QueuePolicy(models.Model):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
+        try:
+            policy.check_slug(self.slug)
+        except policy.PolicyError as exc:
+            errors["slug"] = exc.message
         for build in (self.watermarks, self.tuner):
             try:
                 build()
@@ -225,6 +286,56 @@ class QueuePolicy(models.Model):
 
     def snapshot(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.EDITABLE_FIELDS}
+
+
+def default_queue_pk() -> int:
+    """The default queue's pk: where a row made without naming its queue
+    belongs (rows written before there were several queues, and tests)."""
+    return Queue.default().pk
+
+
+def queue_field(related_name: str, **options: Any) -> models.ForeignKey:
+    """The ``queue`` column of a row that belongs to one queue. A queue is
+    archived, never deleted, while anything refers to it."""
+    return models.ForeignKey(
+        Queue, on_delete=models.PROTECT, related_name=related_name, default=default_queue_pk, **options
+    )
+
+
+class RoutingRule(models.Model):
+    """Send work that names no queue and matches this rule to ``queue``; the
+    first enabled rule by position wins, and work no rule matches goes to the
+    default queue (policy.route, ARCHITECTURE.md "Many queues")."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="routing_rules")
+    position = models.PositiveIntegerField(default=0, help_text="rules are tried in increasing position")
+    producer = models.CharField(max_length=100, blank=True, help_text="exact producer (token name); blank: any")
+    task_kind = models.CharField(max_length=20, blank=True, help_text="exact task kind; blank: any")
+    min_priority = models.IntegerField(null=True, blank=True, help_text="inclusive; blank: no lower bound")
+    max_priority = models.IntegerField(null=True, blank=True, help_text="inclusive; blank: no upper bound")
+    task_id_prefix = models.CharField(max_length=200, blank=True, help_text="task ids starting with this")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return f"#{self.position} -> {self.queue.slug}"
+
+    def rule(self) -> policy.RoutingRule:
+        return policy.RoutingRule(
+            queue=self.queue.slug,
+            producer=self.producer,
+            task_kind=self.task_kind,
+            min_priority=self.min_priority,
+            max_priority=self.max_priority,
+            task_id_prefix=self.task_id_prefix,
+        )
+
+    def clean(self) -> None:
+        if self.min_priority is not None and self.max_priority is not None and self.min_priority > self.max_priority:
+            raise ValidationError({"min_priority": "must not be above max_priority"})
 
 
 # A double review whose three answers all differ waits in this round, which
@@ -260,6 +371,7 @@ class ReviewItem(models.Model):
     WAITING = (Status.PENDING, Status.CLAIMED)
     DECIDED = (Status.APPROVED, Status.REJECTED, Status.FILTERED, Status.SENT_BACK)
 
+    queue = queue_field("items")
     task_id = models.CharField(max_length=200, blank=True)
     task_kind = models.CharField(max_length=20, blank=True)
     task_description = models.TextField()
@@ -351,15 +463,26 @@ class ReviewItem(models.Model):
             models.UniqueConstraint(fields=["producer", "idempotency_key"], name="item_key_per_producer"),
         ]
         indexes = [
-            # claim(): the next pending item by priority, then age.
-            models.Index(fields=["-priority", "created_at"], name="pending_by_priority", condition=Q(status="pending")),
-            # admit(): the shedding candidate, lowest priority, oldest first.
-            models.Index(fields=["priority", "created_at"], name="pending_shed_order", condition=Q(status="pending")),
+            # claim(): a queue's next waiting item by priority, then age.
+            models.Index(
+                fields=["queue", "-priority", "created_at", "id"],
+                name="queue_next_item",
+                condition=Q(status__in=["pending", "claimed"]),
+            ),
+            # admit(): a queue's shedding candidate, lowest priority, oldest first.
+            models.Index(
+                fields=["queue", "priority", "created_at"], name="queue_shed_order", condition=Q(status="pending")
+            ),
             # the lease sweep and depth counts.
             models.Index(fields=["status", "lease_expires_at"], name="status_lease"),
             # The oldest waiting item and the depth count read only waiting rows,
             # never the decided history (1M rows must cost what 1k rows cost).
             models.Index(fields=["created_at"], name="waiting_by_age", condition=Q(status__in=["pending", "claimed"])),
+            models.Index(
+                fields=["queue", "created_at"],
+                name="queue_waiting_by_age",
+                condition=Q(status__in=["pending", "claimed"]),
+            ),
             # The audit share reads the newest decided sampled auto-passes only.
             models.Index(
                 fields=["-decided_at"],
@@ -409,6 +532,7 @@ class Verdict(models.Model):
         SEND_BACK = "send_back", "sent back with a note"
 
     item = models.OneToOneField(ReviewItem, on_delete=models.CASCADE, related_name="verdict")
+    queue = queue_field("verdicts", help_text="the item's queue, kept here for the tuner's window")
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="verdicts"
     )
@@ -433,7 +557,13 @@ class Verdict(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
-        indexes = [models.Index(fields=["reviewer", "-created_at"], name="verdict_by_reviewer")]
+        indexes = [
+            models.Index(fields=["reviewer", "-created_at"], name="verdict_by_reviewer"),
+            # the tuner's window: a queue's newest verdicts that tune
+            models.Index(
+                fields=["queue", "-created_at"], name="verdict_tuning_by_queue", condition=Q(counts_for_tuner=True)
+            ),
+        ]
         constraints = [
             models.CheckConstraint(condition=~Q(decision="reject") | ~Q(reason_label=""), name="reject_needs_label"),
             models.CheckConstraint(condition=~Q(decision="edit") | ~Q(edited_output=""), name="edit_needs_output"),
@@ -541,8 +671,14 @@ class ReviewerStanding(models.Model):
 
 
 class LabelCount(models.Model):
-    label = models.CharField(max_length=20, choices=ReasonLabel.choices, primary_key=True)
+    """How often a queue's settled rejections carried each reason label."""
+
+    queue = queue_field("label_counts")
+    label = models.CharField(max_length=20, choices=ReasonLabel.choices)
     count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["queue", "label"], name="label_count_per_queue")]
 
     def __str__(self) -> str:
         return f"{self.label}: {self.count}"
@@ -558,7 +694,8 @@ class FilterRule(models.Model):
         ENABLED = "enabled"
         DISMISSED = "dismissed"
 
-    label = models.CharField(max_length=20, choices=ReasonLabel.choices, unique=True)
+    queue = queue_field("filter_rules")
+    label = models.CharField(max_length=20, choices=ReasonLabel.choices)
     gate = models.CharField(max_length=50)
     description = models.CharField(max_length=200)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROPOSED)
@@ -567,11 +704,15 @@ class FilterRule(models.Model):
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     decided_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["queue", "label"], name="filter_rule_per_queue")]
+
     def __str__(self) -> str:
         return f"{self.gate} ({self.status})"
 
 
 class ModeChange(models.Model):
+    queue = queue_field("mode_changes")
     previous = models.CharField(max_length=16, choices=Mode.choices)
     mode = models.CharField(max_length=16, choices=Mode.choices)
     depth = models.PositiveIntegerField()
@@ -602,6 +743,7 @@ class CircuitBreakerEntry(models.Model):
 
 
 class StepLimitChange(models.Model):
+    queue = queue_field("step_limit_changes")
     previous = models.PositiveIntegerField()
     step_limit = models.PositiveIntegerField()
     approve_rate = models.FloatField(null=True, blank=True)
@@ -616,6 +758,7 @@ class StepLimitChange(models.Model):
 class PolicyAudit(models.Model):
     """Who changed the policy, when, and each field's before -> after."""
 
+    queue = queue_field("policy_audits")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     changes = models.JSONField(help_text='{"field": [before, after]}')
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -631,6 +774,7 @@ class DepthSample(models.Model):
     """Queue depth sampled by a periodic task; the dashboard reads a bounded
     window of these instead of scanning item history."""
 
+    queue = queue_field("depth_samples")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     depth = models.PositiveIntegerField()
     pending = models.PositiveIntegerField()
@@ -638,6 +782,9 @@ class DepthSample(models.Model):
     mode = models.CharField(max_length=16, choices=Mode.choices)
     capacity = models.PositiveIntegerField()
     step_limit = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["queue", "-created_at"], name="depth_sample_by_queue")]
 
     def __str__(self) -> str:
         return f"{self.created_at:%H:%M:%S} depth {self.depth}"
@@ -657,6 +804,7 @@ class LoopRun(models.Model):
         DUPLICATE = "duplicate"
         FAILED = "failed"
 
+    queue = queue_field("runs", help_text="the queue the run was routed to: its step limit, its verdicts")
     run_id = models.CharField(max_length=200, help_text="unique per producer")
     producer = models.CharField(
         max_length=100, blank=True, help_text="the API token's name that submitted it; blank for operators' runs"
@@ -763,6 +911,7 @@ class SimulationRun(models.Model):
         DONE = "done"
         FAILED = "failed"
 
+    queue = queue_field("simulation_runs", help_text="the queue whose live data and policy it started from")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     name = models.CharField(max_length=100, blank=True)
     params = models.JSONField()

@@ -42,7 +42,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db.models import Count, Q
 
-from .models import GoldItem, Judgement, QueuePolicy, ReviewerStanding, ReviewItem, Verdict
+from .models import DEFAULT_QUEUE, GoldItem, Judgement, Queue, ReviewerStanding, ReviewItem, Verdict
 
 if TYPE_CHECKING:
     import numpy as np
@@ -313,8 +313,8 @@ def _standing() -> dict[int, tuple[bool, bool]]:
 
 def _error_rates() -> dict[int, float]:
     """The tuner's estimated error rate per reviewer id, from the policy row."""
-    # Read, not QueuePolicy.current(): that creates the row when it is missing.
-    reliability = QueuePolicy.objects.filter(pk=1).values_list("reliability", flat=True).first()
+    # Read, not Queue.current(): that creates the row when it is missing.
+    reliability = Queue.objects.filter(slug=DEFAULT_QUEUE).values_list("reliability", flat=True).first()
     errors = reliability.get("errors") if isinstance(reliability, dict) else None
     rates: dict[int, float] = {}
     for key, value in errors.items() if isinstance(errors, dict) else ():

@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth.models import Group, Permission, User
 from django.contrib.auth.signals import user_logged_in
 from django.db import transaction
-from django.db.models.signals import m2m_changed, post_save, pre_delete
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
 
 from .access import forget_permissions, permissions
 
@@ -102,3 +102,18 @@ def connect() -> None:
     pre_delete.connect(group_deleted, sender=Group, dispatch_uid="rq-group-deleted")
     user_logged_in.connect(signed_in, dispatch_uid="rq-signed-in")
     pre_delete.connect(permission_deleted, sender=Permission, dispatch_uid="rq-permission-deleted")
+    from .models import Queue, RoutingRule
+
+    for model in (Queue, RoutingRule):
+        for signal in (post_save, post_delete):
+            signal.connect(
+                routes_changed, sender=model, dispatch_uid=f"rq-routes-{model.__name__}-{signal is post_save}"
+            )
+
+
+def routes_changed(sender: Any, **kwargs: Any) -> None:
+    """A queue or a routing rule changed: admission's copy of them is stale."""
+    from .services import routing
+
+    routing.forget()
+    transaction.on_commit(routing.forget)

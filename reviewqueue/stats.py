@@ -24,7 +24,7 @@ from .models import (
     LoopRun,
     Mode,
     ModeChange,
-    QueuePolicy,
+    Queue,
     ReviewItem,
     StepLimitChange,
     Verdict,
@@ -131,7 +131,7 @@ class ApproveRate:
 def approve_rate(window: int | None = None) -> ApproveRate:
     """Approve share of the last ``window`` verdicts that tune the step limit,
     the same verdicts the tuner reads."""
-    window = window or QueuePolicy.current().tuner_window
+    window = window or Queue.current().tuner_window
     recent = list(
         Verdict.objects.filter(counts_for_tuner=True)
         .order_by("-created_at", "-pk")
@@ -200,7 +200,7 @@ def mode_durations(window: timedelta, *, now: datetime | None = None) -> dict[st
     elif changes:
         mode = changes[0][1]
     else:
-        mode = QueuePolicy.current().mode
+        mode = Queue.current().mode
     out = {m: 0.0 for m in Mode.values}
     cursor = since
     for at, _previous, new_mode in changes:
@@ -312,7 +312,7 @@ def loop_outcomes() -> dict[str, int]:
 def snapshot(*, window: timedelta = RATE_WINDOWS[DEFAULT_RATE_WINDOW], now: datetime | None = None) -> dict[str, Any]:
     """The queue at a glance, JSON-safe: what the API's stats endpoint returns."""
     now = now or timezone.now()
-    queue = QueuePolicy.current()
+    queue = Queue.current()
     counts = status_counts()
     depth = counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED]
     approve = approve_rate(queue.tuner_window)

@@ -21,6 +21,16 @@ def _test_settings(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_routes() -> None:
+    """Each test starts with no queues or routing rules kept in the process:
+    a test database flushed between tests makes new rows under the same
+    slugs, which the routing's short-lived copy would not know."""
+    from reviewqueue.services import routing
+
+    routing.forget()
+
+
+@pytest.fixture(autouse=True)
 def _one_review_per_item(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Double review picks a share of items by a hash of their id, and ids
     depend on what ran before (PostgreSQL's sequences outlive a test's

@@ -1,9 +1,10 @@
 """The queue's services: every change to queue state goes through one of these.
 
 Each is atomic and keyword-only; views, tasks and the API all call these and
-nothing else to change queue state. The policy row is locked first whenever a
-call changes depth or the tuner, so watermark transitions and step-limit
-changes are serialised in every database. This package re-exports the public
+nothing else to change queue state. A queue's row is locked first whenever a
+call changes its depth or its tuner, so each queue's watermark transitions
+and step-limit changes are serialised in every database, and queues do not
+wait on each other. This package re-exports the public
 names, so callers write ``services.admit(...)``; each capability lives in its
 own module:
 
@@ -15,7 +16,8 @@ one-statement admit  ``admission_pg`` (PostgreSQL: its SQL and cursor state)
 depth and mode       ``depth`` (kept depth, mode history, reconciling)
 leases               ``leases`` (claim, release, renew, expiry)
 verdicts and undo    ``verdicts`` (decide, send back, undo, tuner feedback, rule proposals)
-operator decisions   ``queue_policy`` (policy settings, filter-rule decisions)
+operator decisions   ``queue_policy`` (queues, policy settings, filter-rule decisions)
+routing              ``routing`` (which queue work goes to: slug or routing rules)
 review quality       ``quality`` (double review, gold items, standing, reliability)
 input hygiene        ``cleaning`` (clean_text, clean_json)
 errors               ``errors`` (QueueError and its subclasses)
@@ -42,7 +44,7 @@ from .errors import (
 from .leases import claim, current_claim, expire_leases, release, renew
 from .outcomes import AdmitResult
 from .quality import is_paused, mark_gold, reestimate, reinstate, retire_gold
-from .queue_policy import decide_rule, policy_update
+from .queue_policy import archive_queue, create_queue, decide_rule, policy_update
 from .verdicts import decide, send_back, settle, undo
 
 __all__ = [
@@ -57,9 +59,11 @@ __all__ = [
     "UndoRefused",
     "UnknownGate",
     "admit",
+    "archive_queue",
     "claim",
     "clean_json",
     "clean_text",
+    "create_queue",
     "current_claim",
     "decide",
     "decide_rule",

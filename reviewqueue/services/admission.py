@@ -5,7 +5,7 @@ recognised as a duplicate (ARCHITECTURE.md rule 7).
 PostgreSQL outside a transaction, ``admission_pg`` tries a single statement
 that locks the policy row only for its own UPDATE. Otherwise, and whenever
 that path hands over, the general path here locks the policy row
-(``QueuePolicy.locked_for_admission``) for the whole decision: the duplicate
+(``Queue.locked_for_admission``) for the whole decision: the duplicate
 check, the filter gates, shedding and the depth/mode change.
 """
 
@@ -22,8 +22,8 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
 
 from .. import policy
-from ..models import CircuitBreakerEntry, CutoffReason, FilterRule, QueuePolicy, ReviewItem
-from . import admission_pg, outbox
+from ..models import CircuitBreakerEntry, CutoffReason, FilterRule, Queue, ReviewItem
+from . import admission_pg, outbox, routing
 from .cleaning import clean_text, short_text
 from .depth import set_state
 from .errors import InvalidInput
@@ -57,6 +57,7 @@ def admit(
     reviewed_score: float | None = None,
     callback_url: str = "",
     previous_version: ReviewItem | None = None,
+    queue: Queue | str | None = None,
     now: datetime | None = None,
 ) -> AdmitResult:
     """Admit one produced output to the queue under the watermark policy.
@@ -68,6 +69,9 @@ def admit(
     ``reviewed_score`` is the stop rule's estimate of that attempt's quality.
     ``callback_url`` (checked by the caller) gets the item's events;
     ``previous_version``: the item whose send-back led to this output.
+    ``queue`` (a row or a slug) is the queue it goes to; without one the
+    routing rules choose (``routing.resolve``). An unknown or archived queue
+    is refused as ``InvalidInput`` naming it.
 
     Safe to repeat: a second call with the same ``idempotency_key`` from the
     same ``producer`` changes nothing and answers "duplicate" with the first
@@ -80,7 +84,9 @@ def admit(
     grade = _checked_grade(attempt_count, reviewed_attempt, checks_passed, checks_total, failing_checks, reviewed_score)
     texts = _cleaned_texts(task_description, final_output, last_error)
     now = now or timezone.now()
+    target = routing.target_of(queue, producer=producer, task_kind=task_kind, priority=priority, task_id=task_id)
     item = ReviewItem(
+        queue_id=target.pk,
         idempotency_key=key,
         task_id=short_text(task_id, 200),
         task_kind=short_text(task_kind, 20),
@@ -98,7 +104,7 @@ def admit(
         **texts,
         **grade,
     )
-    return _admit_item(item, now)
+    return _admit_item(item, now, accept_archived=isinstance(queue, Queue))
 
 
 # --- checking and cleaning the payload --------------------------------------------------
@@ -201,7 +207,7 @@ def _cleaned_texts(task_description: str | bytes, final_output: str | bytes, las
 # --- the two paths ----------------------------------------------------------------------
 
 
-def _admit_item(item: ReviewItem, now: datetime) -> AdmitResult:
+def _admit_item(item: ReviewItem, now: datetime, *, accept_archived: bool) -> AdmitResult:
     """Admit a checked, unsaved item: in one statement where PostgreSQL allows
     it and the policy's decision is a plain enqueue, else on the general path."""
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: the proxy costs a lookup per attribute
@@ -209,22 +215,27 @@ def _admit_item(item: ReviewItem, now: datetime) -> AdmitResult:
         fast = admission_pg.admit_one_statement(db, item, now)
         if fast is not None:
             return fast
-    return _admit_locked(item, now)
+    return _admit_locked(item, now, accept_archived=accept_archived)
 
 
-def _admit_locked(item: ReviewItem, now: datetime) -> AdmitResult:
-    """The general path, under the policy row's lock: answer a duplicate with
-    the first item, filter output an enabled gate fails, else let the policy
-    plan the admission."""
+def _admit_locked(item: ReviewItem, now: datetime, *, accept_archived: bool) -> AdmitResult:
+    """The general path, under the queue's lock: answer a duplicate with
+    the first item, refuse new work for a queue archived meanwhile (unless it
+    is the output of work the queue accepted before), filter output an
+    enabled gate fails, else let the policy plan the admission."""
     with transaction.atomic():
-        queue, existing_pk, gates_enabled = QueuePolicy.locked_for_admission(item.producer, item.idempotency_key)
+        queue, existing_pk, gates_enabled = Queue.locked_for_admission(
+            item.queue_id, item.producer, item.idempotency_key
+        )
         depth = queue.depth
         admission_pg.remember(queue, gates_enabled)
         if existing_pk is not None:
             existing = ReviewItem.objects.get(pk=existing_pk)
             return AdmitResult("duplicate", existing, queue.mode, depth=depth)
+        if queue.archived and not accept_archived:  # archived since the routing read it
+            raise InvalidInput("queue", f"queue {queue.slug!r} is archived: it accepts nothing new")
 
-        failures = _run_filter_gates(item.final_output) if gates_enabled else []
+        failures = _run_filter_gates(queue, item.final_output) if gates_enabled else []
         if failures:
             item.status = ReviewItem.Status.FILTERED
             item.filter_reason = "; ".join(failures)
@@ -238,7 +249,7 @@ def _admit_locked(item: ReviewItem, now: datetime) -> AdmitResult:
         return result
 
 
-def _plan_and_apply(queue: QueuePolicy, item: ReviewItem, now: datetime) -> AdmitResult:
+def _plan_and_apply(queue: Queue, item: ReviewItem, now: datetime) -> AdmitResult:
     """Enqueue or shed under the policy's plan, log any shedding, and store the
     new depth and mode. The caller holds the policy row's lock."""
     depth = queue.depth
@@ -270,7 +281,7 @@ def _plan_and_apply(queue: QueuePolicy, item: ReviewItem, now: datetime) -> Admi
     return AdmitResult(outcome, item, queue.mode, shed_item=shed_item, depth=plan.depth)
 
 
-def _shedding_candidate(queue: QueuePolicy) -> ReviewItem | None:
+def _shedding_candidate(queue: Queue) -> ReviewItem | None:
     """The lowest-priority pending item, fetched only at capacity."""
     # The shedding candidate matters only at capacity (plan_admission reads
     # it nowhere else); below it, skip the query. Its text columns can be
@@ -282,7 +293,7 @@ def _shedding_candidate(queue: QueuePolicy) -> ReviewItem | None:
     if queue.depth < queue.capacity:
         return None
     return (
-        ReviewItem.objects.filter(status=ReviewItem.Status.PENDING)
+        ReviewItem.objects.filter(queue=queue, status=ReviewItem.Status.PENDING)
         .order_by("priority", "created_at", "pk")
         .only("pk", "priority", "created_at")
         .select_for_update(skip_locked=True)
@@ -290,7 +301,7 @@ def _shedding_candidate(queue: QueuePolicy) -> ReviewItem | None:
     )
 
 
-def _shed_waiting(lowest: ReviewItem, *, displaced_by: ReviewItem, queue: QueuePolicy, now: datetime) -> ReviewItem:
+def _shed_waiting(lowest: ReviewItem, *, displaced_by: ReviewItem, queue: Queue, now: datetime) -> ReviewItem:
     """Shed a waiting item for the arrival; logged in the circuit-breaker log."""
     ReviewItem.objects.filter(pk=lowest.pk).update(status=ReviewItem.Status.SHED, shed_at=now)
     lowest.refresh_from_db()
@@ -307,7 +318,7 @@ def _shed_waiting(lowest: ReviewItem, *, displaced_by: ReviewItem, queue: QueueP
     return lowest
 
 
-def _shed_incoming(item: ReviewItem, *, queue: QueuePolicy, now: datetime) -> ReviewItem:
+def _shed_incoming(item: ReviewItem, *, queue: Queue, now: datetime) -> ReviewItem:
     """Keep the arrival as shed (nothing is deleted); logged in the circuit-breaker log."""
     item.status = ReviewItem.Status.SHED
     item.shed_at = now
@@ -322,14 +333,16 @@ def _shed_incoming(item: ReviewItem, *, queue: QueuePolicy, now: datetime) -> Re
 # --- filter gates -----------------------------------------------------------------------
 
 
-def enabled_gates() -> list[str]:
-    """The gates of the enabled filter rules."""
-    return list(FilterRule.objects.filter(status=FilterRule.Status.ENABLED).values_list("gate", flat=True))
+def enabled_gates(queue: Queue | int | None = None) -> list[str]:
+    """The gates of the queue's enabled filter rules (the default queue's when none is named)."""
+    pk = queue.pk if isinstance(queue, Queue) else queue if queue is not None else Queue.default().pk
+    rules = FilterRule.objects.filter(queue_id=pk, status=FilterRule.Status.ENABLED)
+    return list(rules.values_list("gate", flat=True))
 
 
-def _run_filter_gates(output: str) -> list[str]:
-    """The enabled gates' failures for this output; empty when it passes."""
-    gates = enabled_gates()
+def _run_filter_gates(queue: Queue, output: str) -> list[str]:
+    """The queue's enabled gates' failures for this output; empty when it passes."""
+    gates = enabled_gates(queue)
     if not gates:
         return []
     from loops.gates import run_gates  # loops is pure; imported late to keep start-up light

@@ -20,7 +20,7 @@ import psycopg
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import policy
-from ..models import FilterRule, QueuePolicy, ReviewItem
+from ..models import FilterRule, Queue, ReviewItem
 from .outcomes import AdmitResult
 
 
@@ -34,7 +34,7 @@ class _SeenState:
     gates: bool
 
 
-_seen: _SeenState | None = None
+_seen: dict[int, _SeenState] = {}  # by queue pk
 _INSERT_FIELDS = [f for f in ReviewItem._meta.local_concrete_fields if not f.primary_key]
 # The item's values in column order. Its fields are text, integers, booleans,
 # aware datetimes and one nullable key, which Django's get_db_prep_save passes
@@ -44,11 +44,10 @@ _admission_statements: tuple[str, str] | None = None
 _cursors = threading.local()
 
 
-def remember(queue: QueuePolicy, gates: bool) -> None:
-    """Keep the state the general path just saw under the lock, as the next
-    one-statement admission's hint."""
-    global _seen
-    _seen = _SeenState(policy.Mode(queue.mode), queue.watermarks(), gates)
+def remember(queue: Queue, gates: bool) -> None:
+    """Keep the state the general path just saw under the queue's lock, as
+    the next one-statement admission's hint for that queue."""
+    _seen[queue.pk] = _SeenState(policy.Mode(queue.mode), queue.watermarks(), gates)
 
 
 def _admission_sql(db: BaseDatabaseWrapper) -> tuple[str, str]:
@@ -57,8 +56,8 @@ def _admission_sql(db: BaseDatabaseWrapper) -> tuple[str, str]:
     if _admission_statements is None:
         qn = db.ops.quote_name
         items, rules = qn(ReviewItem._meta.db_table), qn(FilterRule._meta.db_table)
-        policies = qn(QueuePolicy._meta.db_table)
-        gates = f"EXISTS (SELECT 1 FROM {rules} WHERE status = %s)"
+        policies = qn(Queue._meta.db_table)
+        gates = f"EXISTS (SELECT 1 FROM {rules} WHERE status = %s AND queue_id = %s)"
         # Every value carries its column's type: INSERT ... SELECT would take
         # an untyped parameter (a NULL) for text. Text columns are cast to text,
         # not varchar(n), which would truncate silently instead of failing.
@@ -67,14 +66,17 @@ def _admission_sql(db: BaseDatabaseWrapper) -> tuple[str, str]:
         ]
         apply = (
             f"WITH counted AS (UPDATE {policies} SET depth = depth + 1, updated_at = %s"
-            " WHERE id = 1 AND mode = %s AND depth BETWEEN %s AND %s"
+            " WHERE id = %s AND archived_at IS NULL AND mode = %s AND depth BETWEEN %s AND %s"
             f" AND capacity = %s AND high_watermark = %s AND low_watermark = %s AND NOT {gates}"
             " RETURNING depth),"
             f" inserted AS (INSERT INTO {items} ({', '.join(qn(f.column) for f in _INSERT_FIELDS)})"
             f" SELECT {', '.join(f'%s::{cast}' for cast in casts)} FROM counted RETURNING id)"
             " SELECT inserted.id, counted.depth FROM inserted, counted"
         )
-        read = f"SELECT mode, depth, capacity, high_watermark, low_watermark, {gates} FROM {policies} WHERE id = 1"
+        read = (
+            f"SELECT mode, depth, capacity, high_watermark, low_watermark, {gates} FROM {policies}"
+            " WHERE id = %s AND archived_at IS NULL"
+        )
         _admission_statements = (apply, read)
     return _admission_statements
 
@@ -111,20 +113,20 @@ def admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetime
     violation of the (producer, key) constraint rolls the whole statement
     back, the update included), or the state still moving.
     """
-    global _seen
     apply_sql, read_sql = _admission_sql(db)
+    queue = item.queue_id
     db.ensure_connection()
     with db.wrap_database_errors:
         cursor = _admission_cursor(db.connection)
         for attempt in range(2):
-            state, depth = _seen, None
+            state, depth = _seen.get(queue), None
             if state is None or attempt:
-                cursor.execute(read_sql, (FilterRule.Status.ENABLED,), prepare=True)
+                cursor.execute(read_sql, (FilterRule.Status.ENABLED, queue, queue), prepare=True)
                 row = cursor.fetchone()
-                if row is None:  # a first start: the general path creates the policy row
+                if row is None:  # archived: the general path refuses it
                     return None
                 marks = policy.Watermarks(capacity=row[2], high=row[3], low=row[4])
-                state = _seen = _SeenState(policy.Mode(row[0]), marks, row[5])
+                state = _seen[queue] = _SeenState(policy.Mode(row[0]), marks, row[5])
                 depth = row[1]
             depths = policy.plain_enqueue_depths(state.mode, state.marks)
             if state.gates or not depths or (depth is not None and depth not in depths):
@@ -134,8 +136,8 @@ def admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetime
             try:
                 cursor.execute(
                     apply_sql,
-                    (now, state.mode.value, depths[0], depths[-1], marks.capacity, marks.high, marks.low)
-                    + (FilterRule.Status.ENABLED, *_insert_values(item)),
+                    (now, queue, state.mode.value, depths[0], depths[-1], marks.capacity, marks.high, marks.low)
+                    + (FilterRule.Status.ENABLED, queue, *_insert_values(item)),
                     prepare=True,
                 )
             except psycopg.errors.UniqueViolation:

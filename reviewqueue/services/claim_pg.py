@@ -17,19 +17,19 @@ from datetime import datetime
 
 from django.db import connection
 
-from ..models import OPERATOR_ROUND, Judgement, QueuePolicy, ReviewerStanding, ReviewItem
+from ..models import OPERATOR_ROUND, Judgement, Queue, ReviewerStanding, ReviewItem
 
 _FIELDS = ReviewItem._meta.concrete_fields
 
 
 def _sql() -> str:
-    item, queue = ReviewItem._meta, QueuePolicy._meta
+    item, queue = ReviewItem._meta, Queue._meta
     judgement, standing = Judgement._meta, ReviewerStanding._meta
 
     def col(name: str) -> str:
         return item.get_field(name).column
 
-    lease = f"(SELECT {queue.get_field('lease_seconds').column} FROM {queue.db_table} WHERE {queue.pk.column} = 1)"
+    lease = f"(SELECT {queue.get_field('lease_seconds').column} FROM {queue.db_table} WHERE {queue.get_field('slug').column} = 'default')"
     claimable = (
         f"({col('status')} = 'pending' OR ({col('status')} = 'claimed' AND {col('lease_expires_at')} < %(now)s))"
     )

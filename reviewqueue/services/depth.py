@@ -1,13 +1,14 @@
-"""The queue's kept depth and mode, stored on the policy row.
+"""Each queue's kept depth and mode, stored on its row.
 
-The policy row is the queue's lock (``QueuePolicy.locked()``). ``set_state``
+A queue's row is that queue's lock (``Queue.locked(queue)``). ``set_state``
 and ``after_depth_change`` expect the caller to hold it; ``reconcile_depth``
 takes it itself; ``take_one_off_depth`` takes it by updating the row, in one
 statement, and the caller holds it until its transaction ends.
 ``queue_depth`` counts without a lock.
 
 ``record_depth_sample`` (the ``sample_depth`` beat task's work) reconciles
-the kept depth and records the sample the operators' dashboard charts.
+each queue's kept depth and records the samples the operators' dashboards
+chart. Only one queue's row is locked at a time.
 """
 
 from __future__ import annotations
@@ -16,43 +17,49 @@ import logging
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from .. import policy
-from ..models import DepthSample, ModeChange, QueuePolicy, ReviewItem
+from ..models import DepthSample, ModeChange, Queue, ReviewItem
 
 log = logging.getLogger("reviewqueue.services")
 
 DEPTH_RETENTION = timedelta(days=7)
 
 
-def queue_depth() -> int:
-    """The waiting items, counted (the kept depth is ``QueuePolicy.depth``)."""
-    return ReviewItem.objects.filter(status__in=ReviewItem.WAITING).count()
+def queue_depth(queue: Queue | int | None = None) -> int:
+    """The queue's waiting items, counted (the kept depth is ``Queue.depth``);
+    the default queue's when none is named."""
+    pk = queue.pk if isinstance(queue, Queue) else queue if queue is not None else Queue.default().pk
+    return ReviewItem.objects.filter(queue_id=pk, status__in=ReviewItem.WAITING).count()
 
 
-def set_state(queue: QueuePolicy, mode: policy.Mode, depth: int, now: datetime) -> None:
+def set_state(queue: Queue, mode: policy.Mode, depth: int, now: datetime) -> None:
     """Store the queue's new depth and mode on the locked policy row; a mode
     change is also written to the mode history."""
     if queue.mode != mode.value:
-        ModeChange.objects.create(previous=queue.mode, mode=mode.value, depth=depth, created_at=now)
-        log.info("queue mode changed", extra={"previous": queue.mode, "mode": mode.value, "depth": depth})
+        ModeChange.objects.create(queue=queue, previous=queue.mode, mode=mode.value, depth=depth, created_at=now)
+        log.info(
+            "queue mode changed",
+            extra={"queue": queue.slug, "previous": queue.mode, "mode": mode.value, "depth": depth},
+        )
     if (queue.mode, queue.depth) != (mode.value, depth):
         queue.mode, queue.depth = mode.value, depth
         queue.save(update_fields=["mode", "depth", "updated_at"])
 
 
-def after_depth_change(queue: QueuePolicy, depth: int, now: datetime) -> None:
+def after_depth_change(queue: Queue, depth: int, now: datetime) -> None:
     """A verdict or an undo moved the depth: the watermarks may move the mode."""
     set_state(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, now)
 
 
-def take_one_off_depth(now: datetime) -> QueuePolicy:
+def take_one_off_depth(queue_pk: int, now: datetime) -> Queue:
     """Take one off the kept depth (never below zero) in one ``UPDATE ...
     RETURNING`` statement and answer the updated policy row. The update locks
     the row, so call it inside transaction.atomic(), as late as possible: the
     lock is held until commit, and every admission waits for it."""
-    meta = QueuePolicy._meta
+    meta = Queue._meta
     # Every column but updated_at (set here to ``now``) and the JSON ones
     # (loaded on first use, by the noise-aware tuner only): plain numbers and
     # text, which both databases return as Python values without converters.
@@ -64,55 +71,81 @@ def take_one_off_depth(now: datetime) -> QueuePolicy:
     depth, updated = meta.get_field("depth").column, meta.get_field("updated_at").column
     sql = (
         f"UPDATE {meta.db_table} SET {depth} = CASE WHEN {depth} > 0 THEN {depth} - 1 ELSE 0 END, {updated} = %s"
-        f" WHERE {meta.pk.column} = 1 RETURNING {', '.join(field.column for field in fields)}"
+        f" WHERE {meta.pk.column} = %s RETURNING {', '.join(field.column for field in fields)}"
     )
     field_value = meta.get_field("updated_at").get_db_prep_value(now, connection)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [field_value])
+        cursor.execute(sql, [field_value, queue_pk])
         row = cursor.fetchone()
-    if row is None:  # no policy row yet: create it, then take the lock the usual way
-        queue = QueuePolicy.locked()
-        queue.depth = max(queue.depth - 1, 0)
-        queue.save(update_fields=["depth", "updated_at"])
-        return queue
-    queue = QueuePolicy.from_db(connection.alias, [field.attname for field in fields], list(row))
+    if row is None:
+        raise Queue.DoesNotExist(f"no queue {queue_pk}")
+    queue = Queue.from_db(connection.alias, [field.attname for field in fields], list(row))
     queue.updated_at = now
     return queue
 
 
-def reconcile_depth(*, now: datetime | None = None) -> int:
-    """Recount the waiting items under the policy lock and store the count
+def reconcile_depth(queue: Queue | int | None = None, *, now: datetime | None = None) -> int:
+    """Recount the queue's waiting items under its lock and store the count
     (and the mode it implies) if the kept depth drifted, e.g. after rows were
-    changed outside the services (the admin, bulk loads). Returns the drift.
-    Safe to repeat; the depth sampler runs it every few seconds."""
-    with transaction.atomic():
-        queue = QueuePolicy.locked()
-        actual = queue_depth()
-        drift = actual - queue.depth
-        if drift:
-            log.warning("queue depth reconciled", extra={"kept": queue.depth, "counted": actual})
-            after_depth_change(queue, actual, now or timezone.now())
-        return drift
+    changed outside the services (the admin, bulk loads); every queue's when
+    none is named. Returns the drift (summed). Safe to repeat; the depth
+    sampler runs it every few seconds."""
+    pks = [queue.pk if isinstance(queue, Queue) else queue] if queue is not None else _all_queue_pks()
+    drift = 0
+    for pk in pks:
+        with transaction.atomic():
+            locked = Queue.locked(pk)
+            actual = queue_depth(pk)
+            moved = actual - locked.depth
+            if moved:
+                log.warning(
+                    "queue depth reconciled", extra={"queue": locked.slug, "kept": locked.depth, "counted": actual}
+                )
+                after_depth_change(locked, actual, now or timezone.now())
+            drift += moved
+    return drift
+
+
+def _all_queue_pks() -> list[int]:
+    Queue.default()  # the default queue exists from the first sample on
+    return list(Queue.objects.order_by("pk").values_list("pk", flat=True))
 
 
 def record_depth_sample(*, now: datetime) -> int:
-    """Recount the kept depth, record one depth sample and prune samples past
-    retention. Returns the sampled depth.
+    """Recount every queue's kept depth, record one depth sample per queue
+    (archived queues while they still hold waiting items) and prune samples
+    past retention. Returns the total sampled depth.
 
-    Safe to repeat: a second call only adds one more sample point.
+    Safe to repeat: a second call only adds one more sample point per queue.
     """
     reconcile_depth(now=now)
-    queue = QueuePolicy.current()
-    pending = ReviewItem.objects.filter(status=ReviewItem.Status.PENDING).count()
-    claimed = ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED).count()
-    DepthSample.objects.create(
-        created_at=now,
-        depth=pending + claimed,
-        pending=pending,
-        claimed=claimed,
-        mode=queue.mode,
-        capacity=queue.capacity,
-        step_limit=queue.step_limit,
-    )
+    counts: dict[tuple[int, str], int] = {
+        (row["queue_id"], row["status"]): row["n"]
+        for row in ReviewItem.objects.filter(status__in=ReviewItem.WAITING)
+        .values("queue_id", "status")
+        .annotate(n=Count("pk"))
+        .order_by()
+    }
+    total = 0
+    samples = []
+    for queue in Queue.objects.order_by("pk"):
+        pending = counts.get((queue.pk, ReviewItem.Status.PENDING), 0)
+        claimed = counts.get((queue.pk, ReviewItem.Status.CLAIMED), 0)
+        if queue.archived and not pending + claimed:
+            continue
+        samples.append(
+            DepthSample(
+                queue=queue,
+                created_at=now,
+                depth=pending + claimed,
+                pending=pending,
+                claimed=claimed,
+                mode=queue.mode,
+                capacity=queue.capacity,
+                step_limit=queue.step_limit,
+            )
+        )
+        total += pending + claimed
+    DepthSample.objects.bulk_create(samples)
     DepthSample.objects.filter(created_at__lt=now - DEPTH_RETENTION).delete()
-    return pending + claimed
+    return total

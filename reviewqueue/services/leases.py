@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from ..models import OPERATOR_ROUND, Judgement, QueuePolicy, ReviewerStanding, ReviewItem
+from ..models import DEFAULT_QUEUE, OPERATOR_ROUND, Judgement, Queue, ReviewerStanding, ReviewItem
 from . import claim_pg, quality
 from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
 
@@ -84,10 +84,13 @@ def claim(
     # The lease length and whether the reviewer is paused, in one statement.
     paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
     row = (
-        QueuePolicy.objects.filter(pk=1).annotate(paused=Exists(paused)).values_list("lease_seconds", "paused").first()
+        Queue.objects.filter(slug=DEFAULT_QUEUE)
+        .annotate(paused=Exists(paused))
+        .values_list("lease_seconds", "paused")
+        .first()
     )
     if row is None:
-        row = (QueuePolicy.current().lease_seconds, quality.is_paused(reviewer))
+        row = (Queue.current().lease_seconds, quality.is_paused(reviewer))
     if row[1]:
         return None
     return _claim_general(reviewer, exclude, now, timedelta(seconds=lease_seconds or row[0]))
@@ -148,7 +151,7 @@ def held_item(
     statement (the policy row is read, not locked)."""
     rows = ReviewItem.all_objects.select_for_update()
     if with_double_review_rate:
-        rate = QueuePolicy.objects.filter(pk=1).values("double_review_rate")[:1]
+        rate = Queue.objects.filter(slug=DEFAULT_QUEUE).values("double_review_rate")[:1]
         rows = rows.annotate(double_review_rate=Subquery(rate))
     try:
         item = rows.get(pk=item_id)
@@ -190,7 +193,7 @@ def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = 
 def renew(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
     """Extend the holder's live lease by the policy's lease length. Safe to repeat."""
     now = now or timezone.now()
-    lease = timedelta(seconds=QueuePolicy.current().lease_seconds)
+    lease = timedelta(seconds=Queue.current().lease_seconds)
     with transaction.atomic():
         item = held_item(item_id, reviewer, now)
         item.lease_expires_at = now + lease

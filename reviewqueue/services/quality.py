@@ -57,11 +57,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Permission
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, Max, OuterRef, Q
 from django.utils import timezone
 
 from .. import policy
-from ..models import GoldItem, Judgement, QueuePolicy, ReasonLabel, ReviewerStanding, ReviewItem, Verdict
+from ..models import GoldItem, Judgement, Queue, ReasonLabel, ReviewerStanding, ReviewItem, Verdict
 from .errors import InvalidInput
 
 log = logging.getLogger("reviewqueue.services")
@@ -243,11 +243,11 @@ def forget_gold_settings() -> None:
 
 
 def _gold_rate() -> float:
-    """The policy's gold rate if any gold item is active, else 0."""
+    """The highest gold rate of the active queues if any gold item is active, else 0."""
     with _gold_lock:
         if _gold_settings and time.monotonic() - _gold_settings["read"] < GOLD_SETTINGS_SECONDS:
             return float(_gold_settings["rate"])
-    rate = QueuePolicy.objects.filter(pk=1).values_list("gold_rate", flat=True).first() or 0.0
+    rate = Queue.objects.active().aggregate(rate=Max("gold_rate"))["rate"] or 0.0
     active = rate > 0 and GoldItem.objects.filter(retired_at__isnull=True).exists()
     with _gold_lock:
         _gold_settings.update(rate=rate if active else 0.0, read=time.monotonic())
@@ -311,7 +311,7 @@ def serve_gold(reviewer: AbstractBaseUser, now: datetime, lease_seconds: int | N
     if gold is None:
         return None
     if lease_seconds is None:
-        lease_seconds = QueuePolicy.current().lease_seconds
+        lease_seconds = Queue.current().lease_seconds
     source = gold.item
     copy = ReviewItem.all_objects.create(
         **{name: getattr(source, name) for name in _COPIED},
@@ -373,8 +373,10 @@ def gold_record(reviewer_id: int, since: datetime | None = None) -> tuple[int, i
 def update_standing(reviewer: AbstractBaseUser, now: datetime) -> ReviewerStanding | None:
     """Flag (and, if the policy says so, pause) a reviewer whose accuracy on
     gold since they were last reinstated is below the policy's bar; lift a
-    flag that no longer holds. A pause stays until an operator lifts it."""
-    queue = QueuePolicy.current()
+    flag that no longer holds. A pause stays until an operator lifts it.
+    A reviewer's standing is team-wide, under the default queue's gold
+    settings (ARCHITECTURE.md, "Many queues")."""
+    queue = Queue.default()
     standing = ReviewerStanding.objects.filter(reviewer=reviewer).first()
     right, answers = gold_record(reviewer.pk, standing.reinstated_at if standing else None)
     flagged = policy.gold_flagged(right, answers, queue.gold_min_accuracy, queue.gold_min_answers)
@@ -423,7 +425,7 @@ def is_paused(reviewer: AbstractBaseUser) -> bool:
 # --- reliability ------------------------------------------------------------------------
 
 
-def reliability_of(queue: QueuePolicy) -> policy.Reliability:
+def reliability_of(queue: Queue) -> policy.Reliability:
     """The stored estimate, as policy.py's value (the prior's if none yet)."""
     stored = queue.reliability if isinstance(queue.reliability, dict) else {}
     prior = policy.ReliabilityPrior()
@@ -439,8 +441,9 @@ def reliability_of(queue: QueuePolicy) -> policy.Reliability:
 
 
 def reestimate(*, now: datetime | None = None) -> policy.Reliability:
-    """Re-estimate every reviewer's error rate from the recent history and
-    store it on the policy row (``QueuePolicy.reliability``).
+    """Re-estimate every reviewer's error rate from the recent history of all
+    queues and store it on every queue's row (``Queue.reliability``): a
+    reviewer is as reliable in one queue as in another.
 
     Gold answers count as known right or wrong; double-reviewed items give
     the estimator their reviewers' answers to weigh against each other;
@@ -486,12 +489,12 @@ def reestimate(*, now: datetime | None = None) -> policy.Reliability:
         "approve_share": round(estimate.approve_share, 6),
         "estimated_at": now.isoformat(),
     }
-    QueuePolicy.current()  # the row exists
-    QueuePolicy.objects.filter(pk=1).update(reliability=stored)
+    Queue.default()  # the row exists
+    Queue.objects.update(reliability=stored)
     return estimate
 
 
-def window_probabilities(rows: list[tuple[int, int | None, str, str]], queue: QueuePolicy) -> list[float]:
+def window_probabilities(rows: list[tuple[int, int | None, str, str]], queue: Queue) -> list[float]:
     """For the tuner's window (item, reviewer, decision, settled_by; oldest
     first), each item's chance that it truly deserved approval, given its
     reviewers' answers and their estimated reliability. An operator's

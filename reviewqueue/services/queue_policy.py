@@ -1,8 +1,8 @@
-"""Operator decisions on the queue's policy: the policy settings and the
-filter rules (ARCHITECTURE.md rule 8).
+"""Operator decisions on the queues: creating and archiving a queue, its
+policy settings and its filter rules (ARCHITECTURE.md rule 8, "Many queues").
 
-``policy_update`` locks the policy row (``QueuePolicy.locked()``), as every
-change to watermarks or depth does. ``decide_rule`` changes one filter rule's
+``policy_update`` and ``archive_queue`` lock the queue's row
+(``Queue.locked(queue)``), as every change to watermarks or depth does. ``decide_rule`` changes one filter rule's
 row with a single UPDATE and takes no lock of its own.
 Not to be confused with ``reviewqueue.policy``, the pure decisions.
 """
@@ -16,7 +16,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from ..models import FilterRule, PolicyAudit, QueuePolicy, StepLimitChange
+from ..models import DEFAULT_QUEUE, FilterRule, PolicyAudit, Queue, StepLimitChange
+from . import routing
 from .depth import after_depth_change, queue_depth
 from .errors import InvalidInput, QueueError, UnknownGate
 from .quality import forget_gold_settings
@@ -24,14 +25,58 @@ from .quality import forget_gold_settings
 log = logging.getLogger("reviewqueue.services")
 
 
-def policy_update(*, user: AbstractBaseUser | None, changes: dict[str, object]) -> QueuePolicy:
-    """Change policy fields after validation; audited (who, when, before -> after).
+def create_queue(
+    *, user: AbstractBaseUser | None, slug: str, name: str = "", settings: dict[str, object] | None = None
+) -> Queue:
+    """A new queue with the default policy, changed by ``settings`` (policy
+    fields); audited as its first policy change. Raises ValidationError
+    naming the field (a bad or taken slug, a bad setting)."""
+    unknown = set(settings or {}) - set(Queue.EDITABLE_FIELDS)
+    if unknown:
+        raise InvalidInput(min(unknown), "is not a policy setting")
+    queue = Queue(slug=slug, name=name or slug, **(settings or {}))
+    queue.full_clean()
+    with transaction.atomic():
+        queue.save()
+        PolicyAudit.objects.create(queue=queue, user=user, changes={"created": [None, queue.slug]})
+    routing.forget()
+    log.info("queue created", extra={"queue": queue.slug, "user": getattr(user, "username", None)})
+    return queue
+
+
+def archive_queue(*, queue: Queue | int, user: AbstractBaseUser | None, archived: bool = True) -> Queue:
+    """Archive a queue (or bring it back): it accepts nothing new (producers
+    naming it get a 400, routing rules to it are skipped) and keeps its items
+    and history; waiting items can still be reviewed. The default queue,
+    where unrouted work goes, cannot be archived. Safe to repeat."""
+    with transaction.atomic():
+        locked = Queue.locked(queue)
+        if archived and locked.slug == DEFAULT_QUEUE:
+            raise InvalidInput("queue", "the default queue takes all unrouted work; it cannot be archived")
+        if locked.archived == archived:
+            return locked
+        locked.archived_at = timezone.now() if archived else None
+        locked.save(update_fields=["archived_at", "updated_at"])
+        PolicyAudit.objects.create(queue=locked, user=user, changes={"archived": [not archived, archived]})
+    routing.forget()
+    log.info(
+        "queue archived" if archived else "queue restored",
+        extra={"queue": locked.slug, "user": getattr(user, "username", None)},
+    )
+    return locked
+
+
+def policy_update(
+    *, user: AbstractBaseUser | None, changes: dict[str, object], queue: Queue | int | None = None
+) -> Queue:
+    """Change a queue's policy fields (the default queue's when none is
+    named) after validation; audited (who, when, before -> after).
     Raises django.core.exceptions.ValidationError naming the fields."""
-    unknown = set(changes) - set(QueuePolicy.EDITABLE_FIELDS)
+    unknown = set(changes) - set(Queue.EDITABLE_FIELDS)
     if unknown:
         raise InvalidInput(min(unknown), "is not a policy setting")
     with transaction.atomic():
-        queue = QueuePolicy.locked()
+        queue = Queue.locked(queue)
         before = queue.snapshot()
         for name, value in changes.items():
             setattr(queue, name, value)
@@ -41,13 +86,17 @@ def policy_update(*, user: AbstractBaseUser | None, changes: dict[str, object]) 
         if not diff:
             return queue
         queue.save()
-        PolicyAudit.objects.create(user=user, changes=diff)
+        PolicyAudit.objects.create(queue=queue, user=user, changes=diff)
         if "step_limit" in diff:
-            StepLimitChange.objects.create(previous=before["step_limit"], step_limit=queue.step_limit, changed_by=user)
-        after_depth_change(queue, queue_depth(), timezone.now())  # new watermarks; recount while at it
+            StepLimitChange.objects.create(
+                queue=queue, previous=before["step_limit"], step_limit=queue.step_limit, changed_by=user
+            )
+        after_depth_change(queue, queue_depth(queue), timezone.now())  # new watermarks; recount while at it
         if "gold_rate" in diff:
             forget_gold_settings()
-        log.info("policy changed", extra={"changes": diff, "user": getattr(user, "username", None)})
+        log.info(
+            "policy changed", extra={"queue": queue.slug, "changes": diff, "user": getattr(user, "username", None)}
+        )
         return queue
 
 

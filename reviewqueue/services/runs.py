@@ -39,8 +39,8 @@ from django.utils import timezone
 
 from reviewqueue import policy
 
-from ..models import LoopRun, QueuePolicy, ReviewItem
-from . import outbox
+from ..models import LoopRun, Queue, ReviewItem
+from . import outbox, routing
 from .admission import admit, enabled_gates
 from .cleaning import clean_json
 
@@ -83,10 +83,17 @@ def submit_loop(
     agent_options: dict | None = None,
     producer: str = "",
     callback_url: str = "",
+    queue: Queue | str | None = None,
 ) -> LoopRun:
     """submit_run() for callers that need only the run."""
     return submit_run(
-        task=task, run_id=run_id, agent=agent, agent_options=agent_options, producer=producer, callback_url=callback_url
+        task=task,
+        run_id=run_id,
+        agent=agent,
+        agent_options=agent_options,
+        producer=producer,
+        callback_url=callback_url,
+        queue=queue,
     )[0]
 
 
@@ -100,6 +107,7 @@ def submit_run(
     callback_url: str = "",
     resumed_from: LoopRun | None = None,
     resume_note: str = "",
+    queue: Queue | str | None = None,
 ) -> tuple[LoopRun, bool]:
     """Record a loop run and enqueue it once the row is committed; returns the
     run and whether this call created it. Run ids are unique per ``producer``
@@ -113,11 +121,21 @@ def submit_run(
     Raises BrokerUnavailable when the broker stays unreachable.
 
     ``resumed_from`` and ``resume_note`` (already redacted) make it a run
-    resumed after a send-back (``resume_sent_back``)."""
+    resumed after a send-back (``resume_sent_back``).
+
+    ``queue`` (a row or a slug) is the queue the run's output goes to and
+    whose step limit it runs under; without one the routing rules choose.
+    InvalidInput names an unknown or archived queue. A rerun keeps the queue
+    the run was first routed to."""
     parsed = _parse_task(task)  # TaskError on a bad task, before anything is stored
+    target = routing.target_of(
+        queue, producer=producer, task_kind=str(parsed.kind), priority=parsed.priority, task_id=parsed.id
+    )
     resume = {"resumed_from": resumed_from, "resume_note": resume_note} if resumed_from is not None else {}
     with transaction.atomic():
-        run, created = _record_run(parsed, run_id, agent, agent_options, producer, callback_url, **resume)
+        run, created = _record_run(
+            parsed, run_id, agent, agent_options, producer, callback_url, queue_id=target.pk, **resume
+        )
         unsent = (
             not created
             and run.outcome == LoopRun.Outcome.RUNNING
@@ -148,9 +166,12 @@ def _record_run(
     agent_options: dict | None,
     producer: str = "",
     callback_url: str = "",
+    queue_id: int | None = None,
     **resume: Any,
 ) -> tuple[LoopRun, bool]:
     """The run's row, created on first sight of (producer, run id), the idempotency key of a loop."""
+    if queue_id is not None:
+        resume["queue_id"] = queue_id
     return LoopRun.objects.get_or_create(
         producer=producer,
         run_id=run_id,
@@ -235,7 +256,7 @@ def execute_run(
         run.refresh_from_db(fields=["outcome"])
         return run.outcome
 
-    queue = QueuePolicy.current()
+    queue = Queue.current(run.queue_id)
     config = _live_config(queue)
     result = _run_agent(run, parsed, agent, agent_options, config, resume=_resume_of(run))
     if result is None:
@@ -243,12 +264,12 @@ def execute_run(
     return record_finished_run(run, parsed, result, config=config, queue=queue, agent=agent, producer=producer)
 
 
-def _live_config(queue: QueuePolicy) -> LoopConfig:
-    """The loop's limits as the queue sets them now: step limit, draft mode, filter gates."""
+def _live_config(queue: Queue) -> LoopConfig:
+    """The loop's limits as its queue sets them now: step limit, draft mode, filter gates."""
     from loops.runner import LoopConfig
 
     draft = policy.loop_runs_draft(policy.Mode(queue.mode))
-    return LoopConfig(step_limit=queue.step_limit, draft=draft, gates=tuple(enabled_gates()))
+    return LoopConfig(step_limit=queue.step_limit, draft=draft, gates=tuple(enabled_gates(queue)))
 
 
 def _run_agent(
@@ -297,7 +318,7 @@ def record_finished_run(
     result: LoopResult,
     *,
     config: LoopConfig,
-    queue: QueuePolicy,
+    queue: Queue,
     agent: str,
     producer: str,
 ) -> str:
@@ -317,7 +338,7 @@ def record_finished_run(
         item = _sample_for_audit(parsed, queue, run.run_id, fields)
         sampled = item is not None
     else:
-        admitted = admit(**fields, cutoff_reason=result.stop_reason, draft=result.draft)
+        admitted = admit(**fields, cutoff_reason=result.stop_reason, draft=result.draft, queue=queue)
         item = admitted.item
         outcome = LoopRun.Outcome(admitted.outcome) if admitted.outcome != "duplicate" else _earlier_outcome(item)
     _save_outcome(run, result, outcome, config=config, sampled=sampled, item=item)
@@ -364,7 +385,7 @@ def _item_fields(parsed: Task, result: LoopResult, run_id: str, agent: str, prod
     }
 
 
-def _sample_for_audit(parsed: Task, queue: QueuePolicy, run_id: str, fields: dict[str, Any]) -> ReviewItem | None:
+def _sample_for_audit(parsed: Task, queue: Queue, run_id: str, fields: dict[str, Any]) -> ReviewItem | None:
     """Admit a converged grey task's output as a sampled item at the task's
     (or else the queue's) sampling rate; None when it is not sampled."""
     from loops.spec import TaskKind
@@ -372,7 +393,7 @@ def _sample_for_audit(parsed: Task, queue: QueuePolicy, run_id: str, fields: dic
     rate = parsed.sampling_rate if parsed.sampling_rate is not None else queue.sampling_rate
     # Seeded by the run id, so a rerun samples the same way.
     if parsed.kind is TaskKind.GREY and policy.sample_for_audit(random.Random(run_id), rate):
-        return admit(**fields, cutoff_reason="sampled", label=ReviewItem.Label.SAMPLED).item
+        return admit(**fields, cutoff_reason="sampled", label=ReviewItem.Label.SAMPLED, queue=queue).item
     return None
 
 
@@ -479,6 +500,7 @@ def resume_sent_back(item: ReviewItem, note: str) -> LoopRun | None:
         callback_url=run.callback_url,
         resumed_from=run,
         resume_note=redacted,
+        queue=run.queue,
     )
     log.info("run resumed after send-back", extra={"run_id": run_id, "item": item.pk, "resumed_from": run.run_id})
     return resumed

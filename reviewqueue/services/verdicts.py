@@ -38,7 +38,7 @@ from ..models import (
     FilterRule,
     Judgement,
     LabelCount,
-    QueuePolicy,
+    Queue,
     ReasonLabel,
     ReviewItem,
     StepLimitChange,
@@ -111,6 +111,7 @@ def _write_verdict(item: ReviewItem, reviewer: AbstractBaseUser, now: datetime, 
     try:
         return Verdict.objects.create(
             item=item,
+            queue_id=item.queue_id,
             reviewer=reviewer,
             counts_for_tuner=policy.counts_for_tuner(sampled=item.label == ReviewItem.Label.SAMPLED, draft=item.draft),
             created_at=now,
@@ -210,10 +211,10 @@ def settle_item(
         _close_item(item, ReviewItem.Status.REJECTED if reject else ReviewItem.Status.APPROVED, now)
         item_decided(item, verdict, now)  # the outbox row, in this transaction
     if reject:
-        LabelCount.objects.get_or_create(label=answer.reason_label)
-        LabelCount.objects.filter(label=answer.reason_label).update(count=F("count") + 1)
-    window = _tuner_window() if verdict.counts_for_tuner else None
-    queue = take_one_off_depth(now)  # the item left the waiting set; the policy lock from here
+        LabelCount.objects.get_or_create(queue_id=item.queue_id, label=answer.reason_label)
+        LabelCount.objects.filter(queue_id=item.queue_id, label=answer.reason_label).update(count=F("count") + 1)
+    window = _tuner_window(item.queue_id) if verdict.counts_for_tuner else None
+    queue = take_one_off_depth(item.queue_id, now)  # the item left the waiting set; its queue's lock from here
     if reject:
         _propose_rules(queue, now)
     if window is not None:
@@ -277,22 +278,22 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
     now = now or timezone.now()
     window = timedelta(seconds=settings.REVIEWQUEUE_UNDO_SECONDS)
     with transaction.atomic():
-        queue = QueuePolicy.locked()
-        verdict = (
-            Verdict.objects.select_for_update()
-            .filter(reviewer=reviewer, created_at__gte=now - window)
-            .order_by("-created_at", "-pk")
-            .first()
+        # The queue's lock first, as everywhere: the queue of the reviewer's
+        # latest answer, read before the lock and checked again after it.
+        verdict, answer = _latest_answers(reviewer, now - window, lock=False)
+        latest = (
+            answer if answer is not None and (verdict is None or answer.created_at > verdict.created_at) else verdict
         )
-        answer = (
-            Judgement.objects.filter(reviewer=reviewer, created_at__gte=now - window)
-            .order_by("-created_at", "-pk")
-            .first()
-        )
-        if answer is not None and (verdict is None or answer.created_at > verdict.created_at):
-            return _undo_answer(queue, answer, reviewer, now)
-        if verdict is None:
+        if latest is None:
             raise NothingToUndo(f"no verdict of yours in the last {window.seconds} seconds to undo")
+        queue = Queue.locked(latest.item.queue_id)
+        verdict, answer = _latest_answers(reviewer, now - window, lock=True)
+        if answer is not None and (verdict is None or answer.created_at > verdict.created_at):
+            if answer.pk != latest.pk:
+                raise UndoRefused("you answered again meanwhile; undo that answer first")
+            return _undo_answer(queue, answer, reviewer, now)
+        if verdict is None or verdict.pk != latest.pk:
+            raise UndoRefused("you answered again meanwhile; undo that answer first")
         item = verdict.item
         if verdict.decision == Verdict.Decision.SEND_BACK and not cancel_resumed_run(item):
             raise UndoRefused(
@@ -306,7 +307,7 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
             queue.save(update_fields=["step_limit", "expected_step_limit", "updated_at"])
             change.delete()
         if verdict.reason_label and verdict.decision == Verdict.Decision.REJECT:
-            LabelCount.objects.filter(label=verdict.reason_label, count__gt=0).update(count=F("count") - 1)
+            LabelCount.objects.filter(queue=queue, label=verdict.reason_label, count__gt=0).update(count=F("count") - 1)
         verdict.delete()
         mine = Judgement.objects.filter(item=item, reviewer=reviewer, kind=Judgement.Kind.REVIEW).first()
         if mine is not None:  # the answer that settled a double review: the item waits for it again
@@ -317,7 +318,18 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
         return item
 
 
-def _undo_answer(queue: QueuePolicy, answer: Judgement, reviewer: AbstractBaseUser, now: datetime) -> ReviewItem:
+def _latest_answers(
+    reviewer: AbstractBaseUser, since: datetime, *, lock: bool
+) -> tuple[Verdict | None, Judgement | None]:
+    """The reviewer's latest verdict (row-locked when ``lock``) and latest
+    unsettling answer since ``since``."""
+    verdicts = Verdict.objects.select_for_update() if lock else Verdict.objects
+    verdict = verdicts.filter(reviewer=reviewer, created_at__gte=since).order_by("-created_at", "-pk").first()
+    answer = Judgement.objects.filter(reviewer=reviewer, created_at__gte=since).order_by("-created_at", "-pk").first()
+    return verdict, answer
+
+
+def _undo_answer(queue: Queue, answer: Judgement, reviewer: AbstractBaseUser, now: datetime) -> ReviewItem:
     """Take back a gold answer, or a double review's answer that settled nothing."""
     item = ReviewItem.all_objects.select_for_update().get(pk=answer.item_id)
     if answer.kind == Judgement.Kind.REVIEW:
@@ -335,7 +347,7 @@ def _undo_answer(queue: QueuePolicy, answer: Judgement, reviewer: AbstractBaseUs
     return item
 
 
-def _hand_back(item: ReviewItem, reviewer: AbstractBaseUser, queue: QueuePolicy, now: datetime) -> None:
+def _hand_back(item: ReviewItem, reviewer: AbstractBaseUser, queue: Queue, now: datetime) -> None:
     """The item claimed by the reviewer again, under a fresh lease."""
     item.status = ReviewItem.Status.CLAIMED
     item.lease_holder = reviewer
@@ -350,29 +362,29 @@ def _hand_back(item: ReviewItem, reviewer: AbstractBaseUser, queue: QueuePolicy,
 WindowRow = tuple[int, int | None, str, str]
 
 
-def _tuner_window() -> list[WindowRow]:
-    """The last verdicts that count for the tuner, as many as the policy's
+def _tuner_window(queue_pk: int) -> list[WindowRow]:
+    """The queue's last verdicts that count for the tuner, as many as its
     tuner window, oldest first: one statement, no lock (the window's length
     is read in the same statement)."""
-    verdict, queue = Verdict._meta, QueuePolicy._meta
+    verdict, queue = Verdict._meta, Queue._meta
 
     def col(name: str) -> str:
         return verdict.get_field(name).column
 
     sql = (
         f"SELECT {col('item')}, {col('reviewer')}, {col('decision')}, {col('settled_by')} FROM {verdict.db_table}"
-        f" WHERE {col('counts_for_tuner')}"
+        f" WHERE {col('counts_for_tuner')} AND {col('queue')} = %(queue)s"
         f" ORDER BY {col('created_at')} DESC, {verdict.pk.column} DESC"
         f" LIMIT COALESCE((SELECT {queue.get_field('tuner_window').column}"
-        f" FROM {queue.db_table} WHERE {queue.pk.column} = 1), 0)"
+        f" FROM {queue.db_table} WHERE {queue.pk.column} = %(queue)s), 0)"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql)
+        cursor.execute(sql, {"queue": queue_pk})
         rows = cursor.fetchall()
     return [tuple(row) for row in reversed(rows)]  # type: ignore[misc]
 
 
-def _retune(queue: QueuePolicy, verdict: Verdict, window: list[WindowRow], now: datetime) -> None:
+def _retune(queue: Queue, verdict: Verdict, window: list[WindowRow], now: datetime) -> None:
     """Move the step limit as the policy's tuner says, recording a change
     against the verdict that caused it (so undo can revert it). The caller
     holds the lock; the plain tuner writes only when the limit moves, the
@@ -406,11 +418,21 @@ def _retune(queue: QueuePolicy, verdict: Verdict, window: list[WindowRow], now: 
             fields.append("expected_step_limit")
     if new_limit != queue.step_limit:
         StepLimitChange.objects.create(
-            previous=queue.step_limit, step_limit=new_limit, approve_rate=rate, verdict=verdict, created_at=now
+            queue=queue,
+            previous=queue.step_limit,
+            step_limit=new_limit,
+            approve_rate=rate,
+            verdict=verdict,
+            created_at=now,
         )
         log.info(
             "step limit tuned",
-            extra={"previous": queue.step_limit, "step_limit": new_limit, "tuner": queue.tuner_rule},
+            extra={
+                "queue": queue.slug,
+                "previous": queue.step_limit,
+                "step_limit": new_limit,
+                "tuner": queue.tuner_rule,
+            },
         )
         queue.step_limit = new_limit
         fields.append("step_limit")
@@ -418,13 +440,18 @@ def _retune(queue: QueuePolicy, verdict: Verdict, window: list[WindowRow], now: 
         queue.save(update_fields=[*fields, "updated_at"])
 
 
-def _propose_rules(queue: QueuePolicy, now: datetime) -> None:
+def _propose_rules(queue: Queue, now: datetime) -> None:
     """Propose a filter rule for each rejection label counted past the threshold."""
-    counts = dict(LabelCount.objects.values_list("label", "count"))
-    existing = FilterRule.objects.values_list("label", flat=True)
+    counts = dict(LabelCount.objects.filter(queue=queue).values_list("label", "count"))
+    existing = FilterRule.objects.filter(queue=queue).values_list("label", flat=True)
     for label in policy.proposed_filter_rules(counts, queue.label_threshold, existing):
         gate, description = policy.FILTER_GATES[label]
         FilterRule.objects.create(
-            label=label, gate=gate, description=description, count_at_proposal=counts[label], proposed_at=now
+            queue=queue,
+            label=label,
+            gate=gate,
+            description=description,
+            count_at_proposal=counts[label],
+            proposed_at=now,
         )
-        log.info("filter rule proposed", extra={"label": label, "gate": gate})
+        log.info("filter rule proposed", extra={"queue": queue.slug, "label": label, "gate": gate})

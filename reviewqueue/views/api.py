@@ -22,7 +22,7 @@ from pydantic import field_validator
 
 from .. import quality, services, stats
 from ..middleware import RETRY_AFTER_SECONDS
-from ..models import ApiToken, CutoffReason, LoopRun, QueuePolicy, ReviewItem
+from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
 from ..tokens import token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
@@ -257,7 +257,7 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
     fields["callback_url"] = callback_url_for(token, fields.pop("callback_url"))
     result = services.admit(producer=producer_of(token), **fields)
     item = result.item
-    queue_capacity = QueuePolicy.current().capacity
+    queue_capacity = Queue.current().capacity
     body = {
         "outcome": result.outcome,
         "item_id": item.pk,

@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 
 from .. import stats
 from ..access import is_operator
-from ..models import ApiToken, QueuePolicy, ReviewItem
+from ..models import ApiToken, Queue, ReviewItem
 from ..tokens import bearer_token
 from .api import missing_scope_body
 
@@ -28,7 +28,7 @@ class QueueCollector(Collector):
     """Every metric comes from one pass of aggregate queries at scrape time."""
 
     def collect(self) -> Iterator[Metric]:
-        queue = QueuePolicy.current()
+        queue = Queue.current()
         counts = stats.status_counts()
         depth = counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED]
 

@@ -32,7 +32,7 @@ from ..forms import (
     WhatIfForm,
     scenario_initial,
 )
-from ..models import CircuitBreakerEntry, FilterRule, PolicyAudit, QueuePolicy, SimulationRun
+from ..models import CircuitBreakerEntry, FilterRule, PolicyAudit, Queue, SimulationRun
 from ..policy import FILTER_GATES
 from ..services.simulations import execute_simulation
 from ..tasks.ops import run_simulation
@@ -76,7 +76,7 @@ def ratio_rule(ratio: float | None) -> tuple[str, str]:
     return "≥ 2: unsustainable, the queue overflows whatever its design", "bad"
 
 
-def depth_chart(queue: QueuePolicy, now: datetime) -> Chart:
+def depth_chart(queue: Queue, now: datetime) -> Chart:
     """Sampled depth over the last hour, with the live depth as the newest point so
     the chart moves between samples; capacity and both watermarks drawn."""
     samples = stats.depth_samples(now=now)
@@ -92,7 +92,7 @@ def depth_chart(queue: QueuePolicy, now: datetime) -> Chart:
     return build_chart(chart, x_tick_format=lambda v: f"{v:.0f}")
 
 
-def step_limit_chart(queue: QueuePolicy, now: datetime) -> Chart:
+def step_limit_chart(queue: Queue, now: datetime) -> Chart:
     history = stats.step_limit_history()
     if not history:
         return Chart(title="Step limit", lines=[], empty=True)
@@ -122,7 +122,7 @@ MODE_NEWS = {
 }
 
 
-def announcement(queue: QueuePolicy, ratio_warning: bool) -> str:
+def announcement(queue: Queue, ratio_warning: bool) -> str:
     """What the screen-reader live region says: only the state an operator
     must hear about. The page announces it when it differs from the last one."""
     news = MODE_NEWS.get(queue.mode, f"Mode: {queue.mode}.")
@@ -133,7 +133,7 @@ def announcement(queue: QueuePolicy, ratio_warning: bool) -> str:
 
 def dashboard_context() -> dict[str, Any]:
     now = timezone.now()
-    queue = QueuePolicy.current()
+    queue = Queue.current()
     counts = stats.waiting_counts()
     flow = stats.rates(stats.RATE_WINDOWS[stats.DEFAULT_RATE_WINDOW], now=now)
     rule_text, rule_css = ratio_rule(flow.ratio)
@@ -233,7 +233,7 @@ def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse
 @operator_required
 def policy_settings(request: HtmxHttpRequest) -> HttpResponse:
     """Edit the queue policy; every change is audited and listed below the form."""
-    queue = QueuePolicy.current()
+    queue = Queue.current()
     status = 200
     if request.method == "POST":
         form = PolicyForm(request.POST, instance=queue)
@@ -264,7 +264,7 @@ def live_initial(window_key: str) -> tuple[dict[str, Any], stats.Rates]:
     from simulation import PRESETS
 
     flow = stats.rates(stats.RATE_WINDOWS[window_key])
-    queue = QueuePolicy.current()
+    queue = Queue.current()
     initial = scenario_initial(
         PRESETS["A"],
         name=f"live {window_key}",

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from .. import quality, services
 from ..access import operator_required
 from ..forms import GoldForm, SettleForm
-from ..models import GoldItem, Judgement, QueuePolicy, ReviewerStanding, ReviewItem
+from ..models import GoldItem, Judgement, Queue, ReviewerStanding, ReviewItem
 from .http import HtmxHttpRequest
 from .review import render_item
 
@@ -123,7 +123,7 @@ def dashboard_summary() -> dict[str, Any]:
 
 def page_context(forms: dict[int, SettleForm] | None = None) -> dict[str, Any]:
     report = quality.cached_quality_report()
-    queue = QueuePolicy.current()
+    queue = Queue.current()
     items = list(disagreements()[:DISAGREEMENTS_SHOWN])
     forms = forms or {}
     least = report.get("min_pair_overlap", 10)

@@ -34,7 +34,7 @@ from .. import services
 from ..access import is_operator, is_reviewer, reviewer_required
 from ..forms import GoldForm
 from ..middleware import when_database_lost
-from ..models import Judgement, LoopRun, QueuePolicy, ReasonLabel, ReviewItem, Verdict
+from ..models import Judgement, LoopRun, Queue, ReasonLabel, ReviewItem, Verdict
 from ..templatetags.time_tags import ago
 from .http import HtmxHttpRequest
 
@@ -91,7 +91,7 @@ def _context_panel(user: User) -> dict[str, object]:
         if v.claimed_at is not None and v.created_at >= v.claimed_at
     ]
     median = statistics.median(spans) if spans else None
-    queue, _ = QueuePolicy.objects.only("mode", "instructions", "depth").get_or_create(pk=1)
+    queue = Queue.default()
     return {
         "waiting": queue.depth,
         "mode": queue.mode,

@@ -54,7 +54,7 @@ def busy_queue(admit_item: Any, operator: Any) -> dict[str, int]:
     from dataclasses import replace
 
     from reviewqueue import services
-    from reviewqueue.models import FilterRule, QueuePolicy, SimulationRun
+    from reviewqueue.models import FilterRule, Queue, SimulationRun
     from reviewqueue.services.simulations import execute_simulation
     from simulation import PRESETS
 
@@ -64,7 +64,7 @@ def busy_queue(admit_item: Any, operator: Any) -> dict[str, int]:
     rule = FilterRule.objects.create(
         label="format_issue", gate="well_formed", description="output must be non-empty, printable text"
     )
-    assert QueuePolicy.current().capacity == 4
+    assert Queue.current().capacity == 4
     runs = []
     for scenario in (PRESETS["B"], replace(PRESETS["B"], backpressure=True)):
         run = SimulationRun.objects.create(

@@ -29,9 +29,9 @@ def quality_data(admit_item: Any, make_user: Any, operator: Any) -> dict[str, An
     """A flagged and paused reviewer with wrong gold answers, a gold item with
     its copies, and two disagreements: one for a third reviewer, one for an operator."""
     from reviewqueue import quality, services
-    from reviewqueue.models import GoldItem, Judgement, QueuePolicy, ReviewerStanding, ReviewItem
+    from reviewqueue.models import GoldItem, Judgement, Queue, ReviewerStanding, ReviewItem
 
-    QueuePolicy.objects.filter(pk=QueuePolicy.current().pk).update(double_review_rate=0, gold_rate=0, gold_pause=True)
+    Queue.objects.filter(pk=Queue.current().pk).update(double_review_rate=0, gold_rate=0, gold_pause=True)
     cache.delete(quality.CACHE_KEY)  # a report cached by an earlier test would name other reviewers
     paula = make_user("paula-with-a-rather-long-username", "reviewer")
     gina = make_user("gina", "reviewer")

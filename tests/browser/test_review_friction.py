@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from reviewqueue.models import QueuePolicy, ReviewItem, Verdict
+from reviewqueue.models import Queue, ReviewItem, Verdict
 from tests.browser.helpers import card_item, send_keys, start, wait_for_card_change
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -69,8 +69,8 @@ def on_screen(page: Any, selector: str) -> bool:
 
 def draft_mode() -> None:
     """The banner's state; set after admitting, which recomputes the mode from depth."""
-    QueuePolicy.current()
-    QueuePolicy.objects.filter(pk=1).update(mode="draft")
+    Queue.current()
+    Queue.objects.filter(pk=1).update(mode="draft")
 
 
 def test_it_goes_straight_on_to_the_next_item_after_a_skip(screen, width, login, make_user, admit_item):
@@ -139,8 +139,8 @@ def test_it_rejects_with_a_reason_by_tap_or_key(screen, width, login, make_user,
 
 def test_it_shows_the_instructions_on_the_page_and_in_help(screen, width, login, make_user, admit_item, artifacts):
     make_user("rita", "reviewer")
-    QueuePolicy.current()
-    QueuePolicy.objects.filter(pk=1).update(
+    Queue.current()
+    Queue.objects.filter(pk=1).update(
         instructions="**Approve** only code you would merge today.\n\n"
         "- tests are hidden from the agent, not from you\n"
         '- <img src=x onerror="window.pwned = 1"> [odd link](javascript:window.pwned=2)'

@@ -15,7 +15,7 @@ import statistics
 
 import pytest
 
-from reviewqueue.models import Judgement, QueuePolicy, Verdict
+from reviewqueue.models import Judgement, Queue, Verdict
 from tests.browser.helpers import card_item, start, wait_for_card_change
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -49,8 +49,8 @@ def _fresh_login_budget():
 @pytest.fixture(autouse=True)
 def _room_for_every_item(db):
     # More items than the default capacity: none may be shed before it is decided.
-    QueuePolicy.current()
-    QueuePolicy.objects.filter(pk=1).update(capacity=10_000)
+    Queue.current()
+    Queue.objects.filter(pk=1).update(capacity=10_000)
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:

@@ -160,10 +160,10 @@ def test_an_unknown_item_or_another_producers_is_not_found(live_url: str, issue:
 def test_a_queue_past_its_high_watermark_says_back_off_without_raising(
     live_url: str, issue: Callable[..., str]
 ) -> None:
-    from reviewqueue.models import QueuePolicy
+    from reviewqueue.models import Queue
 
-    QueuePolicy.current()
-    QueuePolicy.objects.update(capacity=4)  # high watermark at 0.8: draft mode from the fourth item
+    Queue.current()
+    Queue.objects.update(capacity=4)  # high watermark at 0.8: draft mode from the fourth item
     with Client(live_url, issue()) as client:
         answers = [push(client, f"busy-{n}", priority=1) for n in range(6)]
     assert [a.backoff for a in answers[:3]] == [False, False, False]

@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from reviewqueue import services
-from reviewqueue.models import LoopRun, QueuePolicy, ReviewItem
+from reviewqueue.models import LoopRun, Queue, ReviewItem
 from reviewqueue.tasks.loops import run_loop
 from reviewqueue.tokens import issue_token
 
@@ -45,7 +45,7 @@ def test_two_producers_may_use_the_same_idempotency_key(client: Client, producer
     assert (first.status_code, second.status_code) == (201, 201)
     assert first.json()["item_id"] != second.json()["item_id"]
     assert sorted(ReviewItem.objects.values_list("producer", flat=True)) == ["a", "b"]
-    assert QueuePolicy.current().depth == 2
+    assert Queue.current().depth == 2
 
 
 def test_a_key_repeated_by_its_producer_is_still_a_duplicate(client: Client, producers: dict[str, Any]) -> None:
@@ -64,7 +64,7 @@ def test_admit_keeps_keys_apart_per_producer(db: None) -> None:
     again = services.admit(producer="one", **fields)
     assert (one.outcome, two.outcome, again.outcome) == ("enqueued", "enqueued", "duplicate")
     assert again.item.pk == one.item.pk != two.item.pk
-    assert QueuePolicy.current().depth == services.queue_depth() == 2
+    assert Queue.current().depth == services.queue_depth() == 2
 
 
 def test_two_producers_may_use_the_same_run_id(

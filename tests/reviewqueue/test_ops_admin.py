@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from reviewqueue.access import OPERATOR_CHANGES, OPERATOR_READS
-from reviewqueue.models import PolicyAudit, QueuePolicy, ReviewItem
+from reviewqueue.models import PolicyAudit, Queue, ReviewItem
 
 pytestmark = pytest.mark.django_db
 
@@ -44,15 +44,15 @@ def test_the_operator_reads_items_but_cannot_write_them(client: Client, staff_op
 
 
 def test_the_operator_changes_the_policy_in_the_admin_with_an_audit(client: Client, staff_operator: User) -> None:
-    queue = QueuePolicy.current()
+    queue = Queue.current()
     client.force_login(staff_operator)
-    url = f"/admin/reviewqueue/queuepolicy/{queue.pk}/change/"
+    url = f"/admin/reviewqueue/queue/{queue.pk}/change/"
     form = client.get(url).context["adminform"].form
-    data = {name: form.initial[name] for name in QueuePolicy.EDITABLE_FIELDS if form.initial.get(name) is not None}
+    data = {name: form.initial[name] for name in Queue.EDITABLE_FIELDS if form.initial.get(name) is not None}
     data["capacity"] = 60
     response = client.post(url, data)
     assert response.status_code == 302, response.content.decode()[:2000]
-    assert QueuePolicy.current().capacity == 60
+    assert Queue.current().capacity == 60
     assert PolicyAudit.objects.filter(user=staff_operator).exists()
 
 

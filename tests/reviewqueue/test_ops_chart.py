@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from reviewqueue.models import QueuePolicy
+from reviewqueue.models import Queue
 from reviewqueue.views.ops import depth_chart
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_depth_axis_ends_at_capacity(admit_item: Any) -> None:
     admit_item()
-    chart = depth_chart(QueuePolicy.current(), timezone.now())
+    chart = depth_chart(Queue.current(), timezone.now())
     labels = [label for _, label in chart.y_ticks]
     assert labels[-1] == "50"
     assert labels == ["0", "10", "20", "30", "40", "50"]

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.models import ModeChange, QueuePolicy
+from reviewqueue.models import ModeChange, Queue
 from reviewqueue.tasks.ops import sample_depth
 
 pytestmark = pytest.mark.django_db
@@ -102,7 +102,7 @@ def test_it_shows_the_mode_banner_in_draft_mode(client: Client, operator: User, 
     services.policy_update(user=None, changes={"capacity": 5})
     for _ in range(5):
         admit_item()
-    assert QueuePolicy.current().mode != "normal"
+    assert Queue.current().mode != "normal"
     assert ModeChange.objects.exists()
     client.force_login(operator)
     body = client.get(reverse("ops:dashboard")).content.decode()

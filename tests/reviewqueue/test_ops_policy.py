@@ -10,13 +10,13 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from reviewqueue.models import PolicyAudit, QueuePolicy
+from reviewqueue.models import PolicyAudit, Queue
 
 pytestmark = pytest.mark.django_db
 
 
 def _form(**overrides: Any) -> dict[str, Any]:
-    data = QueuePolicy.current().snapshot()
+    data = Queue.current().snapshot()
     data.update(overrides)
     return data
 
@@ -25,7 +25,7 @@ def test_it_saves_a_valid_change_and_audits_it(client: Client, operator: User) -
     client.force_login(operator)
     response = client.post(reverse("ops:policy"), _form(capacity=80, lease_seconds=600))
     assert response.status_code == 302
-    queue = QueuePolicy.current()
+    queue = Queue.current()
     assert (queue.capacity, queue.lease_seconds) == (80, 600)
     audit = PolicyAudit.objects.get()
     assert audit.user == operator
@@ -45,7 +45,7 @@ def test_it_refuses_a_low_watermark_above_the_high_one(client: Client, operator:
     client.force_login(operator)
     response = client.post(reverse("ops:policy"), _form(low_watermark=0.9, high_watermark=0.5))
     assert response.status_code == 400
-    assert QueuePolicy.current().low_watermark == 0.3
+    assert Queue.current().low_watermark == 0.3
     assert not PolicyAudit.objects.exists()
     assert 'class="error"' in response.content.decode()
 
@@ -55,7 +55,7 @@ def test_it_refuses_a_step_limit_outside_the_tuner_bounds(client: Client, operat
     response = client.post(reverse("ops:policy"), _form(step_limit=20))
     assert response.status_code == 400
     assert "step_limit" in response.context["form"].errors
-    assert QueuePolicy.current().step_limit == 5
+    assert Queue.current().step_limit == 5
 
 
 def test_it_refuses_a_sampling_rate_above_one(client: Client, operator: User) -> None:
@@ -68,7 +68,7 @@ def test_it_refuses_a_sampling_rate_above_one(client: Client, operator: User) ->
 def test_it_refuses_the_policy_page_to_a_reviewer(client: Client, reviewer: User) -> None:
     client.force_login(reviewer)
     assert client.post(reverse("ops:policy"), _form(capacity=1)).status_code == 403
-    assert QueuePolicy.current().capacity == 50
+    assert Queue.current().capacity == 50
 
 
 def test_it_writes_no_audit_when_nothing_changed(client: Client, operator: User) -> None:

@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from reviewqueue.forms import PolicyForm
-from reviewqueue.models import QueuePolicy
+from reviewqueue.models import Queue
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +40,7 @@ def _dangling_references(html: str) -> list[str]:
 
 
 def _form(**overrides: Any) -> dict[str, Any]:
-    data = QueuePolicy.current().snapshot()
+    data = Queue.current().snapshot()
     data.update(overrides)
     return data
 

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from reviewqueue import services
 from reviewqueue.forms import PolicyForm
-from reviewqueue.models import GoldItem, Judgement, QueuePolicy, ReviewerStanding, ReviewItem, Verdict
+from reviewqueue.models import GoldItem, Judgement, Queue, ReviewerStanding, ReviewItem, Verdict
 from reviewqueue.views import quality as quality_view
 
 pytestmark = [pytest.mark.double_review, pytest.mark.django_db]
@@ -48,7 +48,7 @@ def report(**overrides: Any) -> dict[str, Any]:
 @pytest.fixture(autouse=True)
 def _no_double_review_or_gold() -> None:
     # Items here are decided by hand; the services must not serve copies or second reviews.
-    QueuePolicy.objects.filter(pk=QueuePolicy.current().pk).update(double_review_rate=0, gold_rate=0)
+    Queue.objects.filter(pk=Queue.current().pk).update(double_review_rate=0, gold_rate=0)
 
 
 @pytest.fixture
@@ -226,8 +226,8 @@ def test_a_settle_form_without_a_label_comes_back_with_the_error_and_the_note(
 
 
 def test_the_policy_form_refuses_shares_outside_zero_to_one() -> None:
-    data = {**QueuePolicy.current().snapshot(), "double_review_rate": 1.5, "gold_rate": -0.1, "gold_min_accuracy": 2}
-    form = PolicyForm(data, instance=QueuePolicy.current())
+    data = {**Queue.current().snapshot(), "double_review_rate": 1.5, "gold_rate": -0.1, "gold_min_accuracy": 2}
+    form = PolicyForm(data, instance=Queue.current())
     assert not form.is_valid()
     assert form.errors["double_review_rate"] == ["The double-review rate is a share: from 0 to 1 (0.1 means 10 %)."]
     assert form.errors["gold_rate"] == ["The gold rate is a share: from 0 to 1 (0.02 means 2 %)."]

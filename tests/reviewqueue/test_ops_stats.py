@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from reviewqueue import services, stats
-from reviewqueue.models import DepthSample, ModeChange, QueuePolicy
+from reviewqueue.models import DepthSample, ModeChange, Queue
 from reviewqueue.tasks.ops import sample_depth
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +40,7 @@ def test_it_reads_a_bounded_number_of_depth_samples(db: None) -> None:
 def test_it_splits_time_between_modes(admit_item: Any) -> None:
     now = timezone.now()
     admit_item(now=now - timedelta(hours=2))  # the queue has existed all window long
-    QueuePolicy.objects.filter(pk=QueuePolicy.current().pk).update(mode="normal")
+    Queue.objects.filter(pk=Queue.current().pk).update(mode="normal")
     ModeChange.objects.create(previous="normal", mode="draft", depth=40, created_at=now - timedelta(minutes=30))
     ModeChange.objects.create(previous="draft", mode="normal", depth=15, created_at=now - timedelta(minutes=10))
     spent = stats.mode_durations(timedelta(hours=1), now=now)

@@ -22,7 +22,7 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
 from reviewqueue import quality
-from reviewqueue.models import GoldItem, Judgement, QueuePolicy, ReviewerStanding, ReviewItem, Verdict
+from reviewqueue.models import GoldItem, Judgement, Queue, ReviewerStanding, ReviewItem, Verdict
 from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.double_review
@@ -315,7 +315,7 @@ def test_gold_accuracy_per_reviewer(make_user: Callable[..., Any], fresh_cache: 
     ReviewerStanding.objects.create(
         reviewer=cy, flagged_at=now - timedelta(days=2), paused_at=now - timedelta(days=2), reinstated_at=now
     )
-    QueuePolicy.objects.update_or_create(
+    Queue.objects.update_or_create(
         pk=1, defaults={"reliability": {"errors": {str(ann.pk): 0.15, "nobody": 0.5}, "default_error": 0.1}}
     )
     _double_review([(bob, "approve"), (cy, "approve")])
@@ -420,12 +420,12 @@ def test_computing_the_report_writes_nothing(
     ann, bob = make_user("ann", "reviewer"), make_user("bob", "reviewer")
     for _ in range(quality.MIN_PAIR_OVERLAP):
         _double_review([(ann, "approve"), (bob, "reject:unclear")])
-    QueuePolicy.objects.all().delete()
+    Queue.objects.all().delete()
     with django_assert_max_num_queries(20) as captured:
         quality.quality_report(bootstrap=10)
     statements = [q["sql"].lstrip().upper() for q in captured.captured_queries]
     assert statements and all(s.startswith("SELECT") for s in statements)
-    assert not QueuePolicy.objects.exists()  # the policy row is read, never created
+    assert not Queue.objects.exists()  # the policy row is read, never created
 
 
 # --- /api/stats ---------------------------------------------------------------------------

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from reviewqueue.models import PolicyAudit, QueuePolicy
+from reviewqueue.models import PolicyAudit, Queue
 
 pytestmark = pytest.mark.django_db
 
 
 def _form(**overrides: Any) -> dict[str, Any]:
-    data = QueuePolicy.current().snapshot()
+    data = Queue.current().snapshot()
     data.update(overrides)
     return data
 
@@ -24,7 +24,7 @@ def test_it_lets_an_operator_write_the_instructions_and_audits_them(client, oper
     text = "**Approve** only code you would merge.\n\n<script>alert(1)</script>"
     response = client.post(reverse("ops:policy"), _form(instructions=text))
     assert response.status_code == 302
-    assert QueuePolicy.current().instructions == text
+    assert Queue.current().instructions == text
     assert "instructions" in PolicyAudit.objects.get().changes
 
     client.force_login(reviewer)
@@ -43,11 +43,11 @@ def test_it_offers_the_instructions_on_the_policy_form_with_help(client, operato
 
 def test_it_refuses_instructions_that_are_too_long_and_keeps_the_old_ones(client, operator):
     client.force_login(operator)
-    before = QueuePolicy.current().instructions
+    before = Queue.current().instructions
     response = client.post(reverse("ops:policy"), _form(instructions="x" * 10_001))
     assert response.status_code == 400
     assert "instructions" in response.context["form"].errors
-    assert QueuePolicy.current().instructions == before
+    assert Queue.current().instructions == before
     assert not PolicyAudit.objects.exists()
 
 
@@ -60,6 +60,6 @@ def test_it_lets_instructions_be_empty(client, operator, reviewer):
 
 def test_it_records_no_change_when_the_browser_sends_the_same_text_with_crlf(client, operator):
     client.force_login(operator)
-    same = QueuePolicy.current().instructions.replace("\n", "\r\n")
+    same = Queue.current().instructions.replace("\n", "\r\n")
     assert client.post(reverse("ops:policy"), _form(instructions=same)).status_code == 302
     assert not PolicyAudit.objects.exists()

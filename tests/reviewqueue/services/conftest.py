@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from reviewqueue import services
-from reviewqueue.models import QueuePolicy, ReviewItem
+from reviewqueue.models import Queue, ReviewItem
 
 
 @pytest.fixture
-def small_queue(db: None) -> Callable[..., QueuePolicy]:
+def small_queue(db: None) -> Callable[..., Queue]:
     """Set the queue's capacity (and any other policy field) through the service."""
 
-    def shrink(capacity: int = 10, **fields: Any) -> QueuePolicy:
+    def shrink(capacity: int = 10, **fields: Any) -> Queue:
         return services.policy_update(user=None, changes={"capacity": capacity, **fields})
 
     return shrink

@@ -16,7 +16,7 @@ import pytest
 
 from loops.hints import REDACTED
 from reviewqueue import services, stats
-from reviewqueue.models import LabelCount, LoopRun, QueuePolicy, ReviewItem, Verdict, WebhookDelivery
+from reviewqueue.models import LabelCount, LoopRun, Queue, ReviewItem, Verdict, WebhookDelivery
 from reviewqueue.services.runs import CANCELLED, execute_run, submit_run
 from reviewqueue.services.verdicts import _tuner_window
 
@@ -123,12 +123,12 @@ def test_send_back_of_a_pushed_output_writes_the_event_and_leaves_the_waiting_se
 ) -> None:
     admit_item(callback_url="http://127.0.0.1:9/hook")
     item = _claim(reviewer)
-    assert QueuePolicy.current().depth == 1
+    assert Queue.current().depth == 1
     verdict = services.send_back(item_id=item.pk, reviewer=reviewer, note="handle n < 0 too")
     item.refresh_from_db()
     assert verdict.decision == Verdict.Decision.SEND_BACK and not verdict.approved
     assert item.status == ReviewItem.Status.SENT_BACK and item.decided_at is not None
-    assert QueuePolicy.current().depth == 0
+    assert Queue.current().depth == 0
     event = WebhookDelivery.objects.get()
     assert event.event_type == "item.sent_back"
     assert json.loads(event.body)["data"]["note"] == "handle n < 0 too"
@@ -235,20 +235,20 @@ def test_neither_edit_nor_send_back_counts_as_an_approval_nor_adds_a_label(
         "send_back",
         "reject",
     ]
-    assert [decision == "approve" for _, _, decision, _ in _tuner_window()] == [True, False, False, False]
+    assert [decision == "approve" for _, _, decision, _ in _tuner_window(Queue.default().pk)] == [True, False, False, False]
     rate = stats.approve_rate(10)
     assert (rate.approved, rate.n) == (1, 4)  # the dashboard reads what the tuner reads
     assert dict(LabelCount.objects.values_list("label", "count")) == {"logic_error": 1}
 
 
 def test_send_backs_lower_the_step_limit_as_rejections_do(
-    admit_item: Callable[..., Any], reviewer: Any, small_queue: Callable[..., QueuePolicy]
+    admit_item: Callable[..., Any], reviewer: Any, small_queue: Callable[..., Queue]
 ) -> None:
     small_queue(capacity=50, tuner_window=4, step_limit=5)
     for _ in range(4):
         admit_item()
         services.send_back(item_id=_claim(reviewer).pk, reviewer=reviewer, note="again")
-    assert QueuePolicy.current().step_limit < 5
+    assert Queue.current().step_limit < 5
 
 
 # --- undo
@@ -267,10 +267,10 @@ def test_undo_takes_back_a_send_back_and_cancels_its_run_while_it_has_not_starte
     _first_run(ESSAY, tmp_path / "prompts")
     item = _claim(reviewer)
     services.send_back(item_id=item.pk, reviewer=reviewer, note="shorter")
-    assert QueuePolicy.current().depth == 0
+    assert Queue.current().depth == 0
     undone = services.undo(reviewer=reviewer)
     assert undone.pk == item.pk and undone.status == ReviewItem.Status.CLAIMED
-    assert QueuePolicy.current().depth == 1
+    assert Queue.current().depth == 1
     resumed = LoopRun.objects.get(run_id="build-7~v2")
     assert resumed.outcome == LoopRun.Outcome.FAILED and resumed.error == CANCELLED
     assert _run_again(resumed) == "failed"  # its queued message finds it cancelled and runs nothing

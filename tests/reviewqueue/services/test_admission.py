@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from reviewqueue import services
-from reviewqueue.models import CircuitBreakerEntry, FilterRule, ModeChange, QueuePolicy, ReviewItem
+from reviewqueue.models import CircuitBreakerEntry, FilterRule, ModeChange, Queue, ReviewItem
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +38,7 @@ def test_it_answers_duplicate_for_a_repeated_key_and_stores_nothing_new(admit_it
 
 
 def test_it_turns_draft_above_the_high_watermark_and_logs_the_change(
-    admit_item: Any, small_queue: Callable[..., QueuePolicy]
+    admit_item: Any, small_queue: Callable[..., Queue]
 ) -> None:
     small_queue(10)  # high watermark at depth 8
     modes = [admit_item().mode for _ in range(9)]
@@ -48,7 +48,7 @@ def test_it_turns_draft_above_the_high_watermark_and_logs_the_change(
 
 
 def test_it_sheds_the_lowest_priority_waiting_item_at_capacity(
-    admit_item: Any, small_queue: Callable[..., QueuePolicy]
+    admit_item: Any, small_queue: Callable[..., Queue]
 ) -> None:
     small_queue(3)
     low = admit_item(priority=1).item
@@ -66,7 +66,7 @@ def test_it_sheds_the_lowest_priority_waiting_item_at_capacity(
 
 
 def test_it_sheds_the_incoming_item_when_it_is_lowest_and_keeps_it(
-    admit_item: Any, small_queue: Callable[..., QueuePolicy]
+    admit_item: Any, small_queue: Callable[..., Queue]
 ) -> None:
     small_queue(2)
     admit_item(priority=5)
@@ -79,7 +79,7 @@ def test_it_sheds_the_incoming_item_when_it_is_lowest_and_keeps_it(
 
 
 def test_it_never_sheds_an_item_under_review(
-    admit_item: Any, reviewer: Any, small_queue: Callable[..., QueuePolicy]
+    admit_item: Any, reviewer: Any, small_queue: Callable[..., Queue]
 ) -> None:
     small_queue(1)
     held = admit_item(priority=0).item
@@ -90,7 +90,7 @@ def test_it_never_sheds_an_item_under_review(
     assert held.status == ReviewItem.Status.CLAIMED
 
 
-def test_it_accounts_for_every_output(admit_item: Any, small_queue: Callable[..., QueuePolicy]) -> None:
+def test_it_accounts_for_every_output(admit_item: Any, small_queue: Callable[..., Queue]) -> None:
     small_queue(5)
     outcomes = [admit_item(idempotency_key=f"k{i % 15}", priority=i % 3).outcome for i in range(20)]
     produced = 15  # distinct keys

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from reviewqueue import policy, services
-from reviewqueue.models import FilterRule, ModeChange, QueuePolicy, ReviewItem
+from reviewqueue.models import FilterRule, ModeChange, Queue, ReviewItem
 from reviewqueue.services import admission_pg
 
 from .threads import in_threads
@@ -67,7 +67,7 @@ def output(key: str, **overrides: Any) -> dict[str, Any]:
 
 
 def kept_equals_counted() -> bool:
-    return QueuePolicy.current().depth == services.queue_depth()
+    return Queue.current().depth == services.queue_depth()
 
 
 def test_it_stores_what_the_general_path_stores(paths: list[str]) -> None:
@@ -109,7 +109,7 @@ def test_a_duplicate_key_changes_nothing_and_answers_with_the_first_item(paths: 
     assert paths[1:] == ["one statement", "general"]  # the unique violation hands over
     assert again.outcome == "duplicate" and again.item.pk == first.item.pk
     # the statement's depth update was rolled back with the refused insert
-    assert QueuePolicy.current().depth == 2 and kept_equals_counted()
+    assert Queue.current().depth == 2 and kept_equals_counted()
 
 
 def test_another_producers_equal_key_is_admitted_in_one_statement(paths: list[str]) -> None:
@@ -121,7 +121,7 @@ def test_another_producers_equal_key_is_admitted_in_one_statement(paths: list[st
     assert paths[1:] == ["one statement", "one statement", "general"]
     assert (mine.outcome, theirs.outcome, again.outcome) == ("enqueued", "enqueued", "duplicate")
     assert again.item.pk == theirs.item.pk != mine.item.pk
-    assert QueuePolicy.current().depth == 3 and kept_equals_counted()
+    assert Queue.current().depth == 3 and kept_equals_counted()
 
 
 def test_crossing_a_watermark_is_decided_and_logged_by_the_general_path(paths: list[str]) -> None:
@@ -145,7 +145,7 @@ def test_a_stale_view_of_the_policy_is_caught_and_reread(paths: list[str]) -> No
     services.admit(**output("b"))
     # Another process changes the watermarks behind this one's back: the
     # remembered state is stale, the statement finds the row changed.
-    QueuePolicy.objects.filter(pk=1).update(capacity=4, high_watermark=0.5)
+    Queue.objects.filter(pk=1).update(capacity=4, high_watermark=0.5)
     stale = admission_pg._seen
     assert stale is not None and stale.marks.capacity != 4
     third = services.admit(**output("c"))

@@ -15,7 +15,7 @@ from django.db import connection
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.models import CircuitBreakerEntry, Judgement, QueuePolicy, ReviewItem, Verdict
+from reviewqueue.models import CircuitBreakerEntry, Judgement, Queue, ReviewItem, Verdict
 
 from .threads import in_threads
 
@@ -97,7 +97,7 @@ def test_ten_reviewers_double_reviewing_200_items_each_answer_an_item_once(make_
     assert Verdict.objects.count() == 200  # with two categories, three answers always settle
     assert set(Verdict.objects.values_list("settled_by", flat=True)) <= {"agreement", "tiebreak"}
     assert ReviewItem.objects.filter(status__in=ReviewItem.WAITING).count() == 0
-    assert QueuePolicy.current().depth == 0
+    assert Queue.current().depth == 0
 
 
 def test_concurrent_producers_account_for_every_output(db: None) -> None:
@@ -127,7 +127,7 @@ def test_concurrent_producers_account_for_every_output(db: None) -> None:
     shed = set(items.filter(status=ReviewItem.Status.SHED).values_list("pk", flat=True))
     logged = list(CircuitBreakerEntry.objects.values_list("item_id", flat=True))
     assert len(shed) == 260 and sorted(logged) == sorted(shed)
-    assert QueuePolicy.current().mode == "shedding"
+    assert Queue.current().mode == "shedding"
 
 
 def test_every_item_is_in_exactly_one_state_after_mixed_concurrent_work(make_user: Any) -> None:

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.models import QueuePolicy, ReviewItem, Verdict
+from reviewqueue.models import Queue, ReviewItem, Verdict
 from reviewqueue.tasks import expire_leases as expire_leases_task
 
 pytestmark = pytest.mark.django_db
@@ -87,7 +87,7 @@ def test_a_late_sweep_changes_nothing_for_claim_decide_or_the_accounting(
     services.decide(item_id=taken.pk, reviewer=olga, approve=True, now=lease_over)
     assert Verdict.objects.get().reviewer_id == olga.pk
     assert services.expire_leases(now=lease_over) == 0  # the late sweep finds nothing left to do
-    assert QueuePolicy.current().depth == services.queue_depth() == 1
+    assert Queue.current().depth == services.queue_depth() == 1
 
 
 def test_the_sweep_puts_expired_leases_back_and_is_safe_to_repeat(claimed: ReviewItem, lease_over: datetime) -> None:

@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from reviewqueue import services
-from reviewqueue.models import FilterRule, PolicyAudit, QueuePolicy
+from reviewqueue.models import FilterRule, PolicyAudit, Queue
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +30,7 @@ def test_it_refuses_an_invalid_policy_and_changes_nothing(operator: Any) -> None
     with pytest.raises(ValidationError) as err:
         services.policy_update(user=operator, changes={"step_limit": 20})
     assert "step_limit" in err.value.message_dict
-    assert QueuePolicy.current().low_watermark == 0.3
+    assert Queue.current().low_watermark == 0.3
 
 
 # --- filter-rule decisions -----------------------------------------------------------------

@@ -15,7 +15,7 @@ from reviewqueue.models import (
     GoldItem,
     Judgement,
     LabelCount,
-    QueuePolicy,
+    Queue,
     ReviewerStanding,
     ReviewItem,
     StepLimitChange,
@@ -69,7 +69,7 @@ def test_a_first_answer_waits_for_a_second_reviewer_and_tells_no_one(
     assert (item.status, item.review_round, item.lease_holder_id) == ("pending", 2, None)
     assert not Verdict.objects.filter(item_id=item_id).exists()
     assert events(item_id) == []  # no webhook until it is settled
-    assert QueuePolicy.current().depth == 1  # still waiting
+    assert Queue.current().depth == 1  # still waiting
     assert LabelCount.objects.count() == 0
     assert services.claim(reviewer=ann) is None  # never the same reviewer twice
     assert services.claim(reviewer=ben).pk == item_id
@@ -86,7 +86,7 @@ def test_two_answers_that_agree_settle_the_item_with_one_event(
     assert verdict.reason_label == "code_error"  # the settling answer's
     assert ReviewItem.objects.get(pk=item_id).status == "rejected"
     assert events(item_id) == ["item.decided"]
-    assert QueuePolicy.current().depth == 0
+    assert Queue.current().depth == 0
     assert dict(LabelCount.objects.values_list("label", "count")) == {"code_error": 1}
 
 
@@ -150,9 +150,9 @@ def test_only_the_settled_verdict_tunes_the_step_limit(
     item_id = double_reviewed(admit_item, small_queue, tuner_window=1, step_limit=5, approve_low=0.4)
     ann, ben, _ = team
     answer(ann, item_id, approve=False)
-    assert QueuePolicy.current().step_limit == 5 and not StepLimitChange.objects.exists()
+    assert Queue.current().step_limit == 5 and not StepLimitChange.objects.exists()
     answer(ben, item_id, approve=False)
-    assert QueuePolicy.current().step_limit == 4
+    assert Queue.current().step_limit == 4
 
 
 def test_no_second_review_without_another_reviewer(
@@ -196,7 +196,7 @@ def test_undoing_the_settling_answer_reopens_the_round(
     item = services.undo(reviewer=ben)
     assert (item.status, item.lease_holder_id, item.review_round) == ("claimed", ben.pk, 2)
     assert list(Judgement.objects.values_list("reviewer__username", flat=True)) == ["ann"]
-    assert QueuePolicy.current().depth == 1
+    assert Queue.current().depth == 1
     verdict = services.decide(item_id=item_id, reviewer=ben, approve=False, reason_label="unclear")
     assert verdict.pk is None and ReviewItem.objects.get(pk=item_id).review_round == 3
 
@@ -250,9 +250,9 @@ def test_a_gold_copy_looks_like_its_item_and_its_answer_reaches_no_one(
         "events": WebhookDelivery.objects.count(),
         "verdicts": Verdict.objects.count(),
         "labels": dict(LabelCount.objects.values_list("label", "count")),
-        "depth": QueuePolicy.current().depth,
+        "depth": Queue.current().depth,
         "changes": StepLimitChange.objects.count(),
-        "step": QueuePolicy.current().step_limit,
+        "step": Queue.current().step_limit,
     }
     copy = services.claim(reviewer=ben)
     src = ReviewItem.objects.get(pk=source)
@@ -270,9 +270,9 @@ def test_a_gold_copy_looks_like_its_item_and_its_answer_reaches_no_one(
         "events": WebhookDelivery.objects.count(),
         "verdicts": Verdict.objects.count(),
         "labels": dict(LabelCount.objects.values_list("label", "count")),
-        "depth": QueuePolicy.current().depth,
+        "depth": Queue.current().depth,
         "changes": StepLimitChange.objects.count(),
-        "step": QueuePolicy.current().step_limit,
+        "step": Queue.current().step_limit,
     }
     assert after == before
     judgement = Judgement.objects.get(item=copy.pk)
@@ -382,7 +382,7 @@ def test_reestimate_finds_the_unreliable_reviewer(
     estimate = services.reestimate()
     assert estimate.error(ann.pk) < 0.1
     assert estimate.error(ben.pk) > 0.3
-    stored = QueuePolicy.current().reliability
+    stored = Queue.current().reliability
     assert float(stored["errors"][str(ben.pk)]) == pytest.approx(estimate.error(ben.pk), abs=1e-5)
 
 
@@ -396,13 +396,13 @@ def test_the_noise_aware_tuner_discounts_a_coin_flipping_reviewer(
 ) -> None:
     ann, ben, _ = team
     small_queue(capacity=50, double_review_rate=0, gold_rate=0, tuner_window=4, step_limit=5, tuner_rule=rule)
-    QueuePolicy.objects.filter(pk=1).update(
+    Queue.objects.filter(pk=1).update(
         reliability={"errors": {str(ben.pk): 0.45, str(ann.pk): 0.01}, "default_error": 0.1, "approve_share": 0.6}
     )
     for _ in range(4):
         item_id = admit_item().item.pk
         answer(ben, item_id, approve=False)
-    queue = QueuePolicy.current()
+    queue = Queue.current()
     assert queue.step_limit == expected_limit
     if rule == "noise_aware":
         assert 4.5 <= queue.expected_step_limit < 5  # moved a little: ben's rejections say little
@@ -413,14 +413,14 @@ def test_the_noise_aware_tuner_follows_a_reliable_reviewer(
 ) -> None:
     ann, _, _ = team
     small_queue(capacity=50, double_review_rate=0, gold_rate=0, tuner_window=4, step_limit=5, tuner_rule="noise_aware")
-    QueuePolicy.objects.filter(pk=1).update(
+    Queue.objects.filter(pk=1).update(
         reliability={"errors": {str(ann.pk): 0.01}, "default_error": 0.1, "approve_share": 0.6}
     )
     for _ in range(4):
         answer(ann, admit_item().item.pk, approve=False)
-    queue = QueuePolicy.current()
+    queue = Queue.current()
     assert queue.step_limit == 4 and queue.expected_step_limit < 4.1
     change = StepLimitChange.objects.get()
     assert (change.previous, change.step_limit) == (5, 4)
     item = services.undo(reviewer=ann)  # the verdict that moved it: the limit moves back
-    assert item.status == "claimed" and QueuePolicy.current().step_limit == 5
+    assert item.status == "claimed" and Queue.current().step_limit == 5

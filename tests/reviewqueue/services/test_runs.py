@@ -10,7 +10,7 @@ import pytest
 
 from loops.spec import builtin_suite
 from reviewqueue import services
-from reviewqueue.models import LoopRun, QueuePolicy, ReviewItem
+from reviewqueue.models import LoopRun, Queue, ReviewItem
 from reviewqueue.services.runs import execute_run, submit_loop
 
 pytestmark = pytest.mark.django_db
@@ -71,7 +71,7 @@ def test_it_cuts_an_open_task_at_the_live_step_limit() -> None:
 
 
 def test_it_runs_one_draft_attempt_in_draft_mode() -> None:
-    QueuePolicy.objects.update_or_create(pk=1, defaults={"mode": "draft"})
+    Queue.objects.update_or_create(pk=1, defaults={"mode": "draft"})
     run("release_note")
     item = ReviewItem.objects.get()
     assert item.draft and item.attempt_count == 1 and item.cutoff_reason == "draft"

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.models import FilterRule, LabelCount, QueuePolicy, ReviewItem, StepLimitChange, Verdict
+from reviewqueue.models import FilterRule, LabelCount, Queue, ReviewItem, StepLimitChange, Verdict
 
 pytestmark = pytest.mark.django_db
 
@@ -47,16 +47,16 @@ def test_it_requires_a_known_label_to_reject(claimed: ReviewItem, reviewer: Any)
 
 
 def test_it_returns_to_normal_once_verdicts_drain_below_the_low_watermark(
-    admit_item: Any, reviewer: Any, small_queue: Callable[..., QueuePolicy]
+    admit_item: Any, reviewer: Any, small_queue: Callable[..., Queue]
 ) -> None:
     small_queue(10)  # high 8, low 3
     for _ in range(9):
         admit_item()
-    assert QueuePolicy.current().mode == "draft"
+    assert Queue.current().mode == "draft"
     for expected in ["draft"] * 6 + ["normal"]:
         item = services.claim(reviewer=reviewer)
         services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
-        assert QueuePolicy.current().mode == expected
+        assert Queue.current().mode == expected
 
 
 # --- the step-limit tuner ------------------------------------------------------------------
@@ -64,16 +64,16 @@ def test_it_returns_to_normal_once_verdicts_drain_below_the_low_watermark(
 
 def test_it_raises_the_step_limit_after_a_window_of_approvals(decide_many: Callable[..., None]) -> None:
     decide_many([True] * 9)
-    assert QueuePolicy.current().step_limit == 5  # partial window
+    assert Queue.current().step_limit == 5  # partial window
     decide_many([True])
-    assert QueuePolicy.current().step_limit == 6
+    assert Queue.current().step_limit == 6
     change = StepLimitChange.objects.get()
     assert (change.previous, change.step_limit, change.approve_rate) == (5, 6, 1.0)
 
 
 def test_it_lowers_the_step_limit_after_a_window_of_rejections(decide_many: Callable[..., None]) -> None:
     decide_many([False] * 10, label="unclear")
-    assert QueuePolicy.current().step_limit == 4
+    assert Queue.current().step_limit == 4
 
 
 def test_it_ignores_sampled_auto_passes_when_tuning(admit_item: Any, reviewer: Any) -> None:
@@ -81,7 +81,7 @@ def test_it_ignores_sampled_auto_passes_when_tuning(admit_item: Any, reviewer: A
         admit_item(label="sampled", cutoff_reason="sampled")
         item = services.claim(reviewer=reviewer)
         services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
-    assert QueuePolicy.current().step_limit == 5
+    assert Queue.current().step_limit == 5
 
 
 def test_it_ignores_draft_verdicts_when_tuning(admit_item: Any, reviewer: Any) -> None:
@@ -89,7 +89,7 @@ def test_it_ignores_draft_verdicts_when_tuning(admit_item: Any, reviewer: Any) -
         admit_item(draft=True, cutoff_reason="draft", attempt_count=1)
         item = services.claim(reviewer=reviewer)
         services.decide(item_id=item.pk, reviewer=reviewer, approve=False, reason_label="unclear")
-    assert QueuePolicy.current().step_limit == 5
+    assert Queue.current().step_limit == 5
 
 
 # --- label counts and proposed filter rules ------------------------------------------------
@@ -109,10 +109,10 @@ def test_it_counts_labels_and_proposes_a_filter_rule_past_the_threshold(decide_m
 
 def test_it_undoes_the_last_verdict_and_its_step_limit_change(decide_many: Callable[..., None], reviewer: Any) -> None:
     decide_many([True] * 10)
-    assert QueuePolicy.current().step_limit == 6
+    assert Queue.current().step_limit == 6
     item = services.undo(reviewer=reviewer)
     assert item.status == ReviewItem.Status.CLAIMED and item.lease_holder_id == reviewer.pk
-    assert QueuePolicy.current().step_limit == 5
+    assert Queue.current().step_limit == 5
     assert Verdict.objects.count() == 9
     assert not StepLimitChange.objects.exists()
 

@@ -23,7 +23,7 @@ import pytest
 from django.test import Client
 
 from reviewqueue import services, webhooks
-from reviewqueue.models import Judgement, QueuePolicy, ReviewItem, StepLimitChange, WebhookDelivery
+from reviewqueue.models import Judgement, Queue, ReviewItem, StepLimitChange, WebhookDelivery
 from reviewqueue.tokens import issue_token
 
 from ..worker_helpers import publishing_to, wait_for
@@ -178,7 +178,7 @@ def test_a_gold_answer_reaches_no_producer_and_no_tuner_while_a_real_verdict_doe
     services.mark_gold(item_id=source, operator=operator, expected_decision="approve")
     services.policy_update(user=None, changes={"gold_rate": 1.0})
     real = push(client, token, receiver, "gold-real")  # a real item waits: gold may be served
-    before = (QueuePolicy.current().step_limit, StepLimitChange.objects.count(), len(receiver.requests))
+    before = (Queue.current().step_limit, StepLimitChange.objects.count(), len(receiver.requests))
     assert before == (6, 1, 1), "the source's approval moved the limit: a counted verdict moves it"
 
     browser = Client()  # ben's own browser
@@ -198,7 +198,7 @@ def test_a_gold_answer_reaches_no_producer_and_no_tuner_while_a_real_verdict_doe
     assert not WebhookDelivery.objects.filter(item_id=copy).exists()
     assert WebhookDelivery.objects.filter(item_id=source).count() == 1  # its own verdict, from before
     wait_for(outbox_drained, timeout=30, what="the outbox to hold nothing undelivered")
-    assert (QueuePolicy.current().step_limit, StepLimitChange.objects.count(), len(receiver.requests)) == before
+    assert (Queue.current().step_limit, StepLimitChange.objects.count(), len(receiver.requests)) == before
     assert [r.event["item_id"] for r in receiver.requests] == [source]
 
     services.decide(item_id=real, reviewer=ben, approve=False, reason_label="code_error", note="ben on a real one")
@@ -209,4 +209,4 @@ def test_a_gold_answer_reaches_no_producer_and_no_tuner_while_a_real_verdict_doe
     assert not any(GOLD_NOTE.encode() in r.body for r in receiver.requests)
     assert not any(r.event["item_id"] == copy for r in receiver.requests)
     assert len(about(receiver, source)) == 1
-    assert QueuePolicy.current().step_limit == 5  # the real rejection counted, the gold one did not
+    assert Queue.current().step_limit == 5  # the real rejection counted, the gold one did not

@@ -1,0 +1,114 @@
+"""Which queue a piece of work goes to (ARCHITECTURE.md, "Many queues").
+
+A producer may name the queue (its slug). Otherwise the enabled routing rules
+decide, in position order, through ``policy.route``: the first match wins and
+work no rule matches goes to the queue ``default``. An unknown slug and an
+archived queue are refused, naming the slug.
+
+Admission runs this for every output, so the queues' slugs and the rules are
+kept in this process for ``ROUTING_CACHE_SECONDS`` (derived state: a change in
+this process drops it at once through ``forget``, a change in another
+process is seen within that time; an unknown slug is re-read before it is
+refused, so a queue created a moment ago is never refused). Whether a queue
+is archived is checked again under its lock by the admission itself. Takes
+no lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from .. import policy
+from ..models import DEFAULT_QUEUE, Queue, RoutingRule
+from .errors import InvalidInput
+
+ROUTING_CACHE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """A queue work can be sent to: its pk and slug."""
+
+    pk: int
+    slug: str
+
+
+@dataclass(frozen=True)
+class _Routes:
+    queues: dict[str, tuple[int, bool]]  # slug -> (pk, archived)
+    rules: tuple[policy.RoutingRule, ...]
+    read_at: float
+
+
+_routes: _Routes | None = None
+_lock = threading.Lock()
+
+
+def forget() -> None:
+    """Drop the kept queues and rules (a queue or a rule changed)."""
+    global _routes
+    with _lock:
+        _routes = None
+
+
+def _read() -> _Routes:
+    global _routes
+    Queue.default()  # the fallback exists
+    queues = {
+        slug: (pk, archived is not None)
+        for pk, slug, archived in Queue.objects.values_list("pk", "slug", "archived_at")
+    }
+    rules = tuple(
+        rule.rule()
+        for rule in RoutingRule.objects.filter(enabled=True, queue__archived_at__isnull=True).select_related("queue")
+    )
+    routes = _Routes(queues, rules, time.monotonic())
+    with _lock:
+        _routes = routes
+    return routes
+
+
+def _current() -> _Routes:
+    routes = _routes
+    if routes is None or time.monotonic() - routes.read_at > ROUTING_CACHE_SECONDS:
+        routes = _read()
+    return routes
+
+
+def resolve(slug: str | None, *, producer: str, task_kind: str, priority: int, task_id: str) -> Target:
+    """The queue this work goes to: ``slug`` when given, else the routing
+    rules' choice. ``InvalidInput`` (field ``queue``) names an unknown or
+    archived queue."""
+    routes = _current()
+    if slug is None or slug == "":
+        slug = policy.route(
+            routes.rules,
+            producer=producer,
+            task_kind=task_kind,
+            priority=priority,
+            task_id=task_id,
+            default=DEFAULT_QUEUE,
+        )
+    elif not isinstance(slug, str):
+        raise InvalidInput("queue", "must be a queue's slug (text)")
+    found = routes.queues.get(slug)
+    if found is None or found[1]:
+        found = _read().queues.get(slug)  # created or restored a moment ago?
+    if found is None:
+        raise InvalidInput("queue", f"unknown queue {slug[:60]!r}")
+    pk, archived = found
+    if archived:
+        raise InvalidInput("queue", f"queue {slug!r} is archived: it accepts nothing new")
+    return Target(pk, slug)
+
+
+def target_of(queue: Queue | str | None, *, producer: str, task_kind: str, priority: int, task_id: str) -> Target:
+    """``resolve`` for a caller holding a queue row, a slug or nothing. A row
+    is taken as it is, archived or not: the services pass rows only for work
+    a queue accepted before (a run's output, a resumed run), which an
+    archive does not turn away."""
+    if isinstance(queue, Queue):
+        return Target(queue.pk, queue.slug)
+    return resolve(queue, producer=producer, task_kind=task_kind, priority=priority, task_id=task_id)
