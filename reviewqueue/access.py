@@ -145,9 +145,13 @@ OPERATOR_READS = (
     "judgement",
     "reviewerstanding",
 )
-# The one model an operator also changes in the admin: its save goes through
-# services.policy_update, which validates and audits like the policy page.
-OPERATOR_CHANGES = ("queue",)
+# The models an operator also changes in the admin. A queue's save goes
+# through services.create_queue / policy_update, which validate and audit like
+# the queues and policy pages; a queue is archived, never deleted. Routing
+# rules hold no books: operators add, change and delete them.
+OPERATOR_CHANGES = ("queue", "routingrule")
+OPERATOR_ADDS = ("queue", "routingrule")
+OPERATOR_DELETES = ("routingrule",)
 
 
 def _model_permissions(actions: Iterable[str], models: Iterable[str]) -> list[str]:
@@ -162,6 +166,8 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "operate",
         *_model_permissions(("view",), OPERATOR_READS),
         *_model_permissions(("view", "change"), OPERATOR_CHANGES),
+        *_model_permissions(("add",), OPERATOR_ADDS),
+        *_model_permissions(("delete",), OPERATOR_DELETES),
     ],
 }
 
