@@ -92,7 +92,7 @@ class Migration(migrations.Migration):
         # The policy row becomes a queue.
         migrations.RenameModel("QueuePolicy", "Queue"),
         migrations.AlterModelOptions(name="queue", options={"ordering": ["slug"]}),
-        migrations.AddField("queue", "slug", models.SlugField(max_length=50, null=True)),
+        migrations.AddField("queue", "slug", models.SlugField(max_length=50, null=True, db_index=False)),
         migrations.AddField("queue", "name", models.CharField(max_length=100, default="")),
         migrations.AddField(
             "queue",

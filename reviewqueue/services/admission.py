@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -104,7 +105,20 @@ def admit(
         **texts,
         **grade,
     )
-    return _admit_item(item, now, accept_archived=isinstance(queue, Queue))
+    try:
+        result = _admit_item(item, now, accept_archived=isinstance(queue, Queue))
+    except Queue.DoesNotExist:
+        if isinstance(queue, Queue):
+            raise
+        # The routing's copy named a queue deleted since (never done in use,
+        # but a restored database does it): read the queues again, once.
+        routing.forget()
+        target = routing.target_of(queue, producer=producer, task_kind=task_kind, priority=priority, task_id=task_id)
+        item.queue_id = target.pk
+        result = _admit_item(item, now, accept_archived=False)
+    if result.item.queue_id != target.pk:  # a duplicate first admitted to another queue
+        return replace(result, queue=Queue.objects.values_list("slug", flat=True).get(pk=result.item.queue_id))
+    return replace(result, queue=target.slug)
 
 
 # --- checking and cleaning the payload --------------------------------------------------
@@ -231,7 +245,7 @@ def _admit_locked(item: ReviewItem, now: datetime, *, accept_archived: bool) -> 
         admission_pg.remember(queue, gates_enabled)
         if existing_pk is not None:
             existing = ReviewItem.objects.get(pk=existing_pk)
-            return AdmitResult("duplicate", existing, queue.mode, depth=depth)
+            return AdmitResult("duplicate", existing, queue.mode, depth=depth, capacity=queue.capacity)
         if queue.archived and not accept_archived:  # archived since the routing read it
             raise InvalidInput("queue", f"queue {queue.slug!r} is archived: it accepts nothing new")
 
@@ -242,7 +256,7 @@ def _admit_locked(item: ReviewItem, now: datetime, *, accept_archived: bool) -> 
             item.decided_at = now
             item.save()
             outbox.item_filtered(item, now)
-            return AdmitResult("filtered", item, queue.mode, depth=depth)
+            return AdmitResult("filtered", item, queue.mode, depth=depth, capacity=queue.capacity)
 
         result = _plan_and_apply(queue, item, now)
         admission_pg.remember(queue, gates_enabled)
@@ -278,7 +292,7 @@ def _plan_and_apply(queue: Queue, item: ReviewItem, now: datetime) -> AdmitResul
             extra={"item": shed_item.pk, "priority": shed_item.priority, "depth": depth, "incoming": outcome == "shed"},
         )
     set_state(queue, plan.mode, plan.depth, now)
-    return AdmitResult(outcome, item, queue.mode, shed_item=shed_item, depth=plan.depth)
+    return AdmitResult(outcome, item, queue.mode, shed_item=shed_item, depth=plan.depth, capacity=queue.capacity)
 
 
 def _shedding_candidate(queue: Queue) -> ReviewItem | None:

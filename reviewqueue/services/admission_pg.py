@@ -147,5 +147,5 @@ def admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetime
                 item.pk, depth = applied
                 item._state.adding = False
                 item._state.db = db.alias
-                return AdmitResult("enqueued", item, state.mode.value, depth=depth)
+                return AdmitResult("enqueued", item, state.mode.value, depth=depth, capacity=marks.capacity)
     return None

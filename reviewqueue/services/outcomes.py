@@ -16,4 +16,6 @@ class AdmitResult:
     item: ReviewItem
     mode: str
     shed_item: ReviewItem | None = None
-    depth: int = 0
+    depth: int = 0  # the queue's depth after this admission
+    capacity: int = 0  # the queue's capacity
+    queue: str = ""  # the slug of the item's queue

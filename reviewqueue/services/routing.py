@@ -104,11 +104,25 @@ def resolve(slug: str | None, *, producer: str, task_kind: str, priority: int, t
     return Target(pk, slug)
 
 
-def target_of(queue: Queue | str | None, *, producer: str, task_kind: str, priority: int, task_id: str) -> Target:
+def target_of(
+    queue: Queue | str | None, *, producer: str, task_kind: str, priority: int, task_id: str, check: bool = False
+) -> Target:
     """``resolve`` for a caller holding a queue row, a slug or nothing. A row
     is taken as it is, archived or not: the services pass rows only for work
     a queue accepted before (a run's output, a resumed run), which an
-    archive does not turn away."""
+    archive does not turn away.
+
+    ``check``: confirm the routed queue in the database (one query), for a
+    caller that takes no queue lock to find out, as admission does: the
+    process's copy of the queues may be up to ROUTING_CACHE_SECONDS old."""
     if isinstance(queue, Queue):
         return Target(queue.pk, queue.slug)
-    return resolve(queue, producer=producer, task_kind=task_kind, priority=priority, task_id=task_id)
+    target = resolve(queue, producer=producer, task_kind=task_kind, priority=priority, task_id=task_id)
+    if check:
+        row = Queue.objects.filter(pk=target.pk).values_list("archived_at").first()
+        if row is None:  # deleted since it was read (a restored database): read the queues again
+            forget()
+            return resolve(queue, producer=producer, task_kind=task_kind, priority=priority, task_id=task_id)
+        if row[0] is not None:
+            raise InvalidInput("queue", f"queue {target.slug!r} is archived: it accepts nothing new")
+    return target

@@ -129,7 +129,7 @@ def submit_run(
     the run was first routed to."""
     parsed = _parse_task(task)  # TaskError on a bad task, before anything is stored
     target = routing.target_of(
-        queue, producer=producer, task_kind=str(parsed.kind), priority=parsed.priority, task_id=parsed.id
+        queue, producer=producer, task_kind=str(parsed.kind), priority=parsed.priority, task_id=parsed.id, check=True
     )
     resume = {"resumed_from": resumed_from, "resume_note": resume_note} if resumed_from is not None else {}
     with transaction.atomic():

@@ -22,7 +22,7 @@ from pydantic import field_validator
 
 from .. import quality, services, stats
 from ..middleware import RETRY_AFTER_SECONDS
-from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
+from ..models import ApiToken, CutoffReason, LoopRun, ReviewItem
 from ..tokens import token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
@@ -115,6 +115,10 @@ def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpRespons
 
 # --- callback URLs ----------------------------------------------------------------------------
 
+QUEUE_HELP = (
+    "optional; the slug of the queue this goes to. Without it the operators' routing rules choose, "
+    "and work no rule matches goes to the queue 'default'. An unknown or archived queue is a 400 naming it"
+)
 CALLBACK_URL_HELP = (
     "optional; where this item's (or run's) webhook events go, instead of the token's default. "
     "Its host must be in the server's WEBHOOK_ALLOWED_HOSTS, and the producer needs a webhook secret"
@@ -195,6 +199,7 @@ class OutputIn(Schema):
         description="the item of yours a reviewer sent back, which this output revises: it becomes its next version",
     )
     callback_url: str | None = Field(None, max_length=2000, description=CALLBACK_URL_HELP)
+    queue: str | None = Field(None, description=QUEUE_HELP)
 
     @field_validator(
         "task_description", "final_output", "last_error", "task_id", "task_kind", "source_run_id", mode="before"
@@ -211,6 +216,7 @@ class OutputIn(Schema):
 class OutputOut(Schema):
     outcome: Literal["enqueued", "shed", "duplicate", "filtered"]
     item_id: int
+    queue: str = Field(description="the slug of the queue the item is in")
     status: str
     mode: str
     depth: int
@@ -225,11 +231,13 @@ class TaskIn(Schema):
     run_id: str | None = Field(None, min_length=1, max_length=200, description="optional; makes the call repeatable")
     agent: Literal["scripted", "scored"] = "scripted"
     callback_url: str | None = Field(None, max_length=2000, description=CALLBACK_URL_HELP)
+    queue: str | None = Field(None, description=QUEUE_HELP)
 
 
 class RunOut(Schema):
     run_id: str
     task_id: str
+    queue: str = Field(description="the slug of the queue the run was routed to")
     outcome: str
     item_id: int | None = None
     created: bool = False
@@ -257,14 +265,14 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
     fields["callback_url"] = callback_url_for(token, fields.pop("callback_url"))
     result = services.admit(producer=producer_of(token), **fields)
     item = result.item
-    queue_capacity = Queue.current().capacity
     body = {
         "outcome": result.outcome,
         "item_id": item.pk,
+        "queue": result.queue,
         "status": item.status,
         "mode": result.mode,
         "depth": result.depth,
-        "capacity": queue_capacity,
+        "capacity": result.capacity,
         "backoff": result.mode != "normal",
         "truncated": item.output_truncated,
         "shed_item_id": result.shed_item.pk if result.shed_item else None,
@@ -299,7 +307,12 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
         return refusal  # type: ignore[return-value]
     try:
         run, created = submit_run(
-            task=payload.task, run_id=run_id, agent=payload.agent, producer=producer, callback_url=callback_url
+            task=payload.task,
+            run_id=run_id,
+            agent=payload.agent,
+            producer=producer,
+            callback_url=callback_url,
+            queue=payload.queue,
         )
     except (TaskError, TypeError, ValueError) as exc:
         raise services.InvalidInput("task", str(exc)) from None
@@ -344,6 +357,7 @@ def _run_body(run: LoopRun, *, created: bool = False) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
         "task_id": run.task_id,
+        "queue": run.queue.slug,
         "outcome": run.outcome,
         "item_id": run.item_id,
         "created": created,
@@ -387,7 +401,7 @@ def item_status(request: HttpRequest, item_id: int) -> Status[dict[str, Any]]:
     """Status only (never the output) for items this token's producer pushed
     or its runs produced; any other item answers 404."""
     token = _token(request, ApiToken.Scope.OUTPUTS, ApiToken.Scope.TASKS)
-    item = ReviewItem.objects.select_related("verdict").filter(pk=item_id, producer=producer_of(token)).first()
+    item = ReviewItem.objects.select_related("verdict", "queue").filter(pk=item_id, producer=producer_of(token)).first()
     if item is None:
         return Status(404, {"error": "not_found", "detail": f"no item {item_id} from this producer"})
     return Status(200, _item_body(item))
@@ -400,6 +414,7 @@ def _item_body(item: ReviewItem) -> dict[str, Any]:
     verdict = getattr(item, "verdict", None)
     return {
         "item_id": item.pk,
+        "queue": item.queue.slug,
         "status": item.status,
         "decision": verdict.decision if verdict is not None else None,
         "label": item.label,

