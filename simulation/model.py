@@ -71,7 +71,7 @@ class RunResult:
         return 100.0 * self.dropped / self.arrived if self.arrived else 0.0
 
 
-class _Item:
+class SimItem:
     __slots__ = ("alive", "approve_prob", "arrived", "draft", "priority", "review", "seq")
 
     def __init__(self, seq: int, arrived: float, priority: int, approve_prob: float, draft: bool = False) -> None:
@@ -84,7 +84,7 @@ class _Item:
         self.review: Review = NO_EXTRA
 
 
-class _Queue:
+class SimQueue:
     """The review queue's state plus the loops feeding it and the tuner reading it."""
 
     def __init__(self, sc: Scenario, rng: random.Random, panel_seed: int = 0) -> None:
@@ -92,10 +92,10 @@ class _Queue:
         self.rng = rng
         self.marks = sc.watermarks()
         self.tuner = sc.tuner()
-        self.fifo: deque[_Item] = deque()
+        self.fifo: deque[SimItem] = deque()
         # Per-priority FIFOs make the shedding candidate an O(1) lookup; shed or
         # reviewed items are skipped lazily through ``alive``.
-        self.by_priority: list[deque[_Item]] = [deque() for _ in sc.priority_mix]
+        self.by_priority: list[deque[SimItem]] = [deque() for _ in sc.priority_mix]
         self.depth = 0  # waiting + under review, as policy.plan_admission counts it
         self.waiting = 0
         self.mode = Mode.NORMAL
@@ -115,7 +115,7 @@ class _Queue:
         self.panel = ReviewPanel(sc, panel_seed, self.tuner) if sc.noisy_reviewers else None
 
     # -- loops -----------------------------------------------------------------
-    def produce(self, now: float) -> _Item | None:
+    def produce(self, now: float) -> SimItem | None:
         """One loop finishes; its output, or None when it was auto-passed."""
         sc, rng, result = self.sc, self.rng, self.result
         draft = sc.backpressure and loop_runs_draft(self.mode)
@@ -142,10 +142,10 @@ class _Queue:
             else:
                 approve = sc.easy_cutoff_approve if easy else sc.hard_cutoff_approve
         priority = bisect.bisect(self.priority_cdf, rng.random())
-        return _Item(next(self.seq), now, priority, approve, draft)
+        return SimItem(next(self.seq), now, priority, approve, draft)
 
     # -- the queue ---------------------------------------------------------------
-    def offer(self, now: float, item: _Item) -> None:
+    def offer(self, now: float, item: SimItem) -> None:
         result = self.result
         result.arrived += 1
         if not self.sc.backpressure:
@@ -182,13 +182,13 @@ class _Queue:
         if self.idle:
             self.idle.pop().succeed()
 
-    def _enqueue(self, item: _Item) -> None:
+    def _enqueue(self, item: SimItem) -> None:
         self.result.enqueued += 1
         self.waiting += 1
         self.fifo.append(item)
         self.by_priority[item.priority].append(item)
 
-    def _lowest_waiting(self) -> _Item | None:
+    def _lowest_waiting(self) -> SimItem | None:
         for lane in self.by_priority:
             while lane and not lane[0].alive:
                 lane.popleft()
@@ -196,7 +196,7 @@ class _Queue:
                 return lane[0]
         return None
 
-    def peek(self) -> _Item | None:
+    def peek(self) -> SimItem | None:
         """The item ``take`` would hand out next, left waiting (shed items
         at the front are dropped on the way, as ``take`` would)."""
         fifo = self.fifo
@@ -204,7 +204,7 @@ class _Queue:
             fifo.popleft()
         return fifo[0] if fifo else None
 
-    def take(self) -> _Item | None:
+    def take(self) -> SimItem | None:
         """The oldest waiting item goes under review (reviewers work first in, first out)."""
         fifo = self.fifo
         while fifo:
@@ -217,7 +217,7 @@ class _Queue:
                 return item
         return None
 
-    def finish(self, now: float, item: _Item) -> None:
+    def finish(self, now: float, item: SimItem) -> None:
         result = self.result
         approved = self.rng.random() < item.approve_prob
         feeds_tuner = counts_for_tuner(sampled=False, draft=item.draft)
@@ -282,18 +282,18 @@ def simulate(sc: Scenario, seed: int) -> RunResult:
     """One run of ``sc`` from an empty queue, reproducible from ``seed``."""
     rng = random.Random(seed)
     env = simpy.Environment()
-    queue = _Queue(sc, rng, seed)
+    queue = SimQueue(sc, rng, seed)
     queue.result.depth_series.append(0)
     queue.result.step_limit_trajectory.append(queue.step_limit)
     events = EventTally()
     if sc.model == "article":
         # Same-time events run in scheduling order, so starting the producer
         # first makes each minute's arrivals land before that minute's review.
-        env.process(_article_producer(env, queue, events))
+        env.process(article_producer(env, queue, events))
         env.process(_article_reviewer(env, queue, events))
         env.run(until=sc.duration_min)
     else:
-        env.process(_poisson_arrivals(env, queue, events))
+        env.process(poisson_arrivals(env, queue, events))
         mu = sc.review_per_min / sc.reviewers
         for _ in range(sc.reviewers if mu > 0 else 0):
             env.process(_poisson_reviewer(env, queue, mu, events))
@@ -306,7 +306,7 @@ def simulate(sc: Scenario, seed: int) -> RunResult:
 Proc = Generator[simpy.Event, Any, None]
 
 
-def _article_producer(env: simpy.Environment, queue: _Queue, events: EventTally) -> Proc:
+def article_producer(env: simpy.Environment, queue: SimQueue, events: EventTally) -> Proc:
     sc, rng = queue.sc, queue.rng
     carry = 0.0
     for _ in range(sc.duration_min):
@@ -322,7 +322,7 @@ def _article_producer(env: simpy.Environment, queue: _Queue, events: EventTally)
         yield env.timeout(1)
 
 
-def _article_reviewer(env: simpy.Environment, queue: _Queue, events: EventTally) -> Proc:
+def _article_reviewer(env: simpy.Environment, queue: SimQueue, events: EventTally) -> Proc:
     sc = queue.sc
     carry = 0.0
     owed = 0  # reviews a double review or gold item took beyond last minute's quota
@@ -343,7 +343,7 @@ def _article_reviewer(env: simpy.Environment, queue: _Queue, events: EventTally)
         yield env.timeout(1)
 
 
-def _poisson_arrivals(env: simpy.Environment, queue: _Queue, events: EventTally) -> Proc:
+def poisson_arrivals(env: simpy.Environment, queue: SimQueue, events: EventTally) -> Proc:
     sc, rng = queue.sc, queue.rng
     for minute in range(sc.duration_min):
         # Bursts modulate the rate minute by minute; memorylessness lets the
@@ -365,7 +365,7 @@ def _poisson_arrivals(env: simpy.Environment, queue: _Queue, events: EventTally)
         yield env.timeout(end - env.now)
 
 
-def _poisson_reviewer(env: simpy.Environment, queue: _Queue, mu: float, events: EventTally) -> Proc:
+def _poisson_reviewer(env: simpy.Environment, queue: SimQueue, mu: float, events: EventTally) -> Proc:
     rng = queue.rng
     while True:
         item = queue.take()
@@ -382,7 +382,7 @@ def _poisson_reviewer(env: simpy.Environment, queue: _Queue, mu: float, events: 
         queue.finish(env.now, item)
 
 
-def _clock(env: simpy.Environment, queue: _Queue, events: EventTally) -> Proc:
+def _clock(env: simpy.Environment, queue: SimQueue, events: EventTally) -> Proc:
     for _ in range(queue.sc.duration_min - 1):
         events.scheduled += 1
         yield env.timeout(1)

@@ -1,7 +1,7 @@
 """Several queues served by one reviewer pool: one run, replications, and
 the what-if question "if we add this queue, what happens to the others?".
 
-Each queue is the single-queue model's ``_Queue`` (its own loops, its own
+Each queue is the single-queue model's ``SimQueue`` (its own loops, its own
 backpressure state, watermarks and tuner, all through ``reviewqueue.policy``);
 what is new here is only the pool: a free reviewer takes the next item of
 the queue ``policy.next_queue`` picks, the rule the live queue will run.
@@ -27,12 +27,12 @@ from simulation.model import (
     EventTally,
     Proc,
     RunResult,
-    _article_producer,
-    _Item,
-    _poisson_arrivals,
-    _Queue,
+    SimItem,
+    SimQueue,
+    article_producer,
+    poisson_arrivals,
 )
-from simulation.replicate import Summary, _pair, ci95, replication_seeds
+from simulation.replicate import Summary, ci95, ci_as_list, replication_seeds
 from simulation.scenario import MODELS, Scenario
 
 
@@ -132,7 +132,7 @@ class MultiRunResult:
 class _Pool:
     """The queues a reviewer may serve and what the reviewers have done."""
 
-    def __init__(self, ms: MultiScenario, queues: list[_Queue]) -> None:
+    def __init__(self, ms: MultiScenario, queues: list[SimQueue]) -> None:
         self.slugs = [spec.slug for spec in ms.queues]
         self.queues = dict(zip(self.slugs, queues, strict=True))
         # One list of idle reviewers for every queue: an arrival anywhere wakes one.
@@ -142,7 +142,7 @@ class _Pool:
         self.busy_min = 0.0  # poisson: reviewer-minutes spent reviewing, within the horizon
         self.reviews = 0  # article: reviews done, each worth one of the minute's quota
 
-    def take(self) -> tuple[_Queue, _Item] | None:
+    def take(self) -> tuple[SimQueue, SimItem] | None:
         """The next item to review, from the queue the serving rule picks."""
         heads = []
         for slug in self.slugs:
@@ -179,7 +179,9 @@ def simulate_multi(ms: MultiScenario, seed: int) -> MultiRunResult:
     one-queue scenario reproduces ``simulate`` exactly.
     """
     env = simpy.Environment()
-    queues = [_Queue(ms.scenario_for(spec), queue_stream(seed, i, spec.slug), seed) for i, spec in enumerate(ms.queues)]
+    queues = [
+        SimQueue(ms.scenario_for(spec), queue_stream(seed, i, spec.slug), seed) for i, spec in enumerate(ms.queues)
+    ]
     pool = _Pool(ms, queues)
     for q in queues:
         q.result.depth_series.append(0)
@@ -188,14 +190,14 @@ def simulate_multi(ms: MultiScenario, seed: int) -> MultiRunResult:
     horizon = float(ms.duration_min)
     if ms.model == "article":
         for q in queues:
-            env.process(_article_producer(env, q, events))
+            env.process(article_producer(env, q, events))
         env.process(_article_pool(env, ms, pool, events))
         env.run(until=ms.duration_min)
         offered = ms.review_per_min * ms.duration_min
         utilisation = pool.reviews / offered if offered else 0.0
     else:
         for q in queues:
-            env.process(_poisson_arrivals(env, q, events))
+            env.process(poisson_arrivals(env, q, events))
         mu = ms.review_per_min / ms.reviewers
         for _ in range(ms.reviewers if mu > 0 else 0):
             env.process(_pool_reviewer(env, pool, mu, horizon, events))
@@ -292,7 +294,7 @@ class MultiSummary:
             "scenario": self.scenario.to_dict(),
             "ratio": self.scenario.ratio if math.isfinite(self.scenario.ratio) else None,
             "utilisation": float(np.mean(utilisation)),
-            "utilisation_ci95": _pair(ci95(utilisation)),
+            "utilisation_ci95": ci_as_list(ci95(utilisation)),
             "queues": {spec.slug: _queue_dict(self.queue(spec.slug)) for spec in self.scenario.queues},
         }
 
@@ -316,7 +318,7 @@ def _queue_dict(summary: Summary) -> dict[str, Any]:
         "production_per_min": summary.scenario.production_per_min,
         "lost": full["dropped"],
         **{k: full[k] for k in keys},
-        "p95_wait_min_ci95": _pair(ci95(p95)),
+        "p95_wait_min_ci95": ci_as_list(ci95(p95)),
     }
 
 

@@ -83,9 +83,9 @@ class Summary:
             "overflow_pct": float(np.mean(overflow)),
             "overflow_pct_mean": float(np.mean(overflow)),
             "overflow_pct_sd": float(np.std(overflow, ddof=1)) if len(overflow) > 1 else 0.0,
-            "overflow_pct_ci95": _pair(ci95(overflow)),
+            "overflow_pct_ci95": ci_as_list(ci95(overflow)),
             "mean_wait_min": float(np.mean(waits)) if waits else 0.0,
-            "mean_wait_min_ci95": _pair(ci95(waits)),
+            "mean_wait_min_ci95": ci_as_list(ci95(waits)),
             "p95_wait_min": float(np.mean([r.p95_wait_min for r in runs if r.reviewed] or [0.0])),
             "max_depth": self.mean("max_depth"),
             "max_depth_peak": max(r.max_depth for r in runs),
@@ -119,13 +119,13 @@ class Summary:
         gold items cost (extra reviews as % of the items' own reviews)."""
         return {
             "step_limit_abs_error_mean": self.mean("step_limit_abs_error"),
-            "step_limit_abs_error_ci95": _pair(ci95(self.values("step_limit_abs_error"))),
+            "step_limit_abs_error_ci95": ci_as_list(ci95(self.values("step_limit_abs_error"))),
             "extra_review_load_pct": self.mean("extra_review_load_pct"),
-            "extra_review_load_pct_ci95": _pair(ci95(self.values("extra_review_load_pct"))),
+            "extra_review_load_pct_ci95": ci_as_list(ci95(self.values("extra_review_load_pct"))),
         }
 
 
-def _pair(ci: tuple[float, float] | None) -> list[float] | None:
+def ci_as_list(ci: tuple[float, float] | None) -> list[float] | None:
     return None if ci is None else [ci[0], ci[1]]
 
 
