@@ -71,11 +71,11 @@ def kept_equals_counted() -> bool:
 
 
 def test_it_stores_what_the_general_path_stores(paths: list[str]) -> None:
-    services.admit(**output("general-0"))  # a first start: the general path creates the policy row
+    services.admit(**output("first"))  # a first admission reads the queue's state, then takes the statement
     fast = services.admit(**output("fast"))
     with transaction.atomic():  # inside a transaction admit() always takes the general path
         general = services.admit(**output("general"))
-    assert paths == ["general", "one statement"]
+    assert paths == ["one statement", "one statement"]
     assert fast.outcome == general.outcome == "enqueued"
     assert (fast.depth, general.depth) == (2, 3) and kept_equals_counted()
 
@@ -145,12 +145,12 @@ def test_a_stale_view_of_the_policy_is_caught_and_reread(paths: list[str]) -> No
     services.admit(**output("b"))
     # Another process changes the watermarks behind this one's back: the
     # remembered state is stale, the statement finds the row changed.
-    Queue.objects.filter(pk=1).update(capacity=4, high_watermark=0.5)
-    stale = admission_pg._seen
-    assert stale is not None and stale.marks.capacity != 4
+    Queue.objects.filter(slug="default").update(capacity=4, high_watermark=0.5)
+    stale = admission_pg._seen[Queue.default().pk]
+    assert stale.marks.capacity != 4
     third = services.admit(**output("c"))
     # depth 2 -> 3 of 4 crosses the high mark at 2: draft, which the general path decides
-    assert paths == ["general", "one statement", "general"]
+    assert paths == ["one statement", "one statement", "general"]
     assert third.mode == "draft" and third.depth == 3 and kept_equals_counted()
 
 
@@ -161,7 +161,7 @@ def test_a_verdict_moving_the_depth_does_not_make_it_miss(paths: list[str], revi
     assert item is not None
     services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
     after = services.admit(**output("after"))
-    assert paths == ["general"] + ["one statement"] * 4
+    assert paths == ["one statement"] * 5
     assert after.depth == 4 and kept_equals_counted()
 
 
@@ -170,7 +170,7 @@ def test_an_enabled_gate_hands_over_to_the_general_path(paths: list[str]) -> Non
     gate, description = policy.FILTER_GATES["code_error"]
     FilterRule.objects.create(label="code_error", gate=gate, description=description, status=FilterRule.Status.ENABLED)
     filtered = services.admit(**output("prose", final_output="def broken(:\n    pass"))
-    assert paths == ["general", "general"]
+    assert paths == ["one statement", "general"]
     assert filtered.outcome == "filtered" and kept_equals_counted()
 
 
@@ -183,7 +183,7 @@ def test_it_works_without_prepared_statements(paths: list[str]) -> None:
         result = services.admit(**output("unprepared"))
     finally:
         connection.connection.prepare_threshold = 5
-    assert paths == ["general", "one statement"] and result.outcome == "enqueued" and kept_equals_counted()
+    assert paths == ["one statement", "one statement"] and result.outcome == "enqueued" and kept_equals_counted()
 
 
 def test_bad_input_is_cleaned_on_this_path_too(paths: list[str], settings: Any) -> None:
@@ -197,7 +197,7 @@ def test_bad_input_is_cleaned_on_this_path_too(paths: list[str], settings: Any) 
             last_error="bad\x00byte",
         )
     )
-    assert paths == ["general", "one statement"]
+    assert paths == ["one statement", "one statement"]
     row = ReviewItem.objects.get(pk=result.item.pk)
     assert row.output_truncated and "output truncated" in row.final_output
     assert row.final_output.startswith("\ufffd\ufffd<script>")  # stored as text; the page escapes it
@@ -226,3 +226,28 @@ def test_concurrent_admissions_and_verdicts_keep_the_depth_exact(
     assert ReviewItem.objects.count() == 170
     assert kept_equals_counted()
     assert paths.count("one statement") >= 150  # verdicts moving the depth did not send them elsewhere
+
+
+def test_each_queue_keeps_its_own_view_and_two_queues_both_take_the_statement(paths: list[str]) -> None:
+    services.create_queue(user=None, slug="a", settings={"capacity": 4, "high_watermark": 0.5})
+    services.create_queue(user=None, slug="b", settings={"capacity": 100})
+    results = [services.admit(**output(f"{q}{i}", queue=q)) for i in range(3) for q in ("a", "b")]
+    # a crosses its high mark (2 of 4) on its third item: only that one takes the general path
+    assert paths == ["one statement"] * 4 + ["general", "one statement"]
+    assert [(r.queue, r.mode, r.depth, r.capacity) for r in results[-2:]] == [
+        ("a", "draft", 3, 4),
+        ("b", "normal", 3, 100),
+    ]
+    a, b = Queue.objects.get(slug="a"), Queue.objects.get(slug="b")
+    assert (admission_pg._seen[a.pk].marks.capacity, admission_pg._seen[b.pk].marks.capacity) == (4, 100)
+    assert all(services.queue_depth(q) == q.depth for q in Queue.objects.all())
+
+
+def test_an_archived_queue_is_refused_even_by_a_process_that_saw_it_open(paths: list[str]) -> None:
+    services.create_queue(user=None, slug="closing")
+    services.admit(**output("c0", queue="closing"))
+    Queue.objects.filter(slug="closing").update(archived_at=timezone.now())  # another process archives it
+    with pytest.raises(services.InvalidInput, match="'closing' is archived"):
+        services.admit(**output("c1", queue="closing"))
+    assert paths == ["one statement", "general"]
+    assert ReviewItem.objects.filter(queue__slug="closing").count() == 1
