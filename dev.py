@@ -187,6 +187,11 @@ def demo_accounts(manage: list[str], env: dict[str, str]) -> dict[str, str]:
         sh(*manage, "setup_roles", "--user", name, "--role", "reviewer", "--password", logins[name], env=env)
     operator = ["--user", "operator", "--role", "operator", "--password", logins["operator"], "--staff"]
     sh(*manage, "setup_roles", *operator, env=env)
+    # A second queue, so the queue switcher and the operators' overview have
+    # something to show: the suite's open tasks (no checks at all) go there.
+    docs = ["docs", "--name", "Open tasks", "--capacity", "20", "--open-to-all", "--exist-ok"]
+    sh(*manage, "queue", "create", *docs, env=env)
+    sh(*manage, "queue", "route", "docs", "--task-kind", "open", "--exist-ok", env=env)
     return logins
 
 
