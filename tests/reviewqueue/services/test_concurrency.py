@@ -9,7 +9,6 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -17,7 +16,7 @@ from django.utils import timezone
 from reviewqueue import services
 from reviewqueue.models import CircuitBreakerEntry, Judgement, Queue, ReviewItem, Verdict
 
-from .threads import in_threads
+from .threads import in_threads, row_locked
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -169,19 +168,8 @@ def test_shedding_passes_over_an_item_another_transaction_has_locked(admit_item:
     locked = admit_item(priority=1).item
     next_lowest = admit_item(priority=2).item
     admit_item(priority=3)
-    db = connection.settings_dict
-    with psycopg.connect(
-        host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"]
-    ) as other:
-        other.execute("SELECT id FROM reviewqueue_reviewitem WHERE id = %s FOR UPDATE", [locked.pk])
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '3s'")  # waiting on the lock fails the test, not hangs it
-        try:
-            result = admit_item(priority=4)
-        finally:
-            other.rollback()
-            with connection.cursor() as cursor:
-                cursor.execute("RESET lock_timeout")
+    with row_locked("reviewqueue_reviewitem", locked.pk):
+        result = admit_item(priority=4)
     assert result.outcome == "enqueued"
     assert result.shed_item is not None and result.shed_item.pk == next_lowest.pk
     locked.refresh_from_db()

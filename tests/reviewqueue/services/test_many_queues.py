@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import OperationalError, connection, transaction
 
@@ -17,7 +16,7 @@ from reviewqueue import services
 from reviewqueue.models import CircuitBreakerEntry, LoopRun, ModeChange, Queue, ReviewItem, StepLimitChange
 from reviewqueue.services.runs import execute_run, submit_loop
 
-from .threads import in_threads
+from .threads import in_threads, row_locked
 
 SUITE = {task.id: task for task in builtin_suite()}
 
@@ -79,21 +78,10 @@ def test_an_admission_never_waits_on_another_queues_lock() -> None:
     if connection.vendor != "postgresql":
         pytest.skip("row locks are PostgreSQL's; SQLite serialises writers")
     a, b = _queue("team-a"), _queue("team-b")
-    db = connection.settings_dict
-    with psycopg.connect(
-        host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"]
-    ) as other:
-        other.execute("SELECT id FROM reviewqueue_queue WHERE id = %s FOR UPDATE", [a.pk])
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '2s'")  # waiting on the lock fails, not hangs
-        try:
-            assert _push("team-b", "b-1").outcome == "enqueued"
-            with pytest.raises(OperationalError, match="lock timeout"), transaction.atomic():
-                _push("team-a", "a-1")
-        finally:
-            other.rollback()
-            with connection.cursor() as cursor:
-                cursor.execute("RESET lock_timeout")
+    with row_locked("reviewqueue_queue", a.pk, wait="2s"):
+        assert _push("team-b", "b-1").outcome == "enqueued"
+        with pytest.raises(OperationalError, match="lock timeout"), transaction.atomic():
+            _push("team-a", "a-1")
     assert _push("team-a", "a-1").outcome == "enqueued"
     assert (Queue.objects.get(pk=a.pk).depth, Queue.objects.get(pk=b.pk).depth) == (1, 1)
 
