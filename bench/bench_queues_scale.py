@@ -46,6 +46,7 @@ from benchlib import scratch_database, setup_django, write_results
 FOCUS = "q000"  # the queue the dashboard is scoped to, on both sizes
 ORDER = ("claim", "review_page", "decide", "dashboard")
 GOALS = {"claim": 1.5, "review_page": 1.5, "dashboard": 1.5}
+SLOWEST = 3  # statements listed per action
 
 # Waiting items: --pending per bench queue, arrived over the last hour.
 SEED_PENDING = """
@@ -178,9 +179,12 @@ class Actions:
         assert response.status_code == 200, response.status_code
 
 
-def measure(names: dict[str, str], repeat: int) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, int]]]:
+def measure(
+    names: dict[str, str], repeat: int
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, int]], dict[str, list[tuple[float, str]]]]:
     """Median seconds per action per size, the sizes interleaved round by
-    round; then the statements each action sends, per size."""
+    round; then the statements each action sends, per size, and the slowest
+    of them with many queues (one call each: a pointer, not a measurement)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -197,13 +201,18 @@ def measure(names: dict[str, str], repeat: int) -> tuple[dict[str, dict[str, flo
                 if r >= 3:  # the first rounds warm caches, templates and connections
                     samples[size][action].append(seconds)
     statements: dict[str, dict[str, int]] = {size: {} for size in names}
+    slowest: dict[str, list[tuple[float, str]]] = {}
     for size, db in names.items():
         use_database(db)
         for action in ORDER:
             with CaptureQueriesContext(connection) as ctx:
                 getattr(actions[size], action)()
             statements[size][action] = len(ctx.captured_queries)
-    return {size: {a: statistics.median(v) for a, v in per.items()} for size, per in samples.items()}, statements
+            if size == "many":
+                timed_sql = sorted(((float(q["time"]), q["sql"]) for q in ctx.captured_queries), reverse=True)
+                slowest[action] = timed_sql[:SLOWEST]
+    medians = {size: {a: statistics.median(v) for a, v in per.items()} for size, per in samples.items()}
+    return medians, statements, slowest
 
 
 def run(queues: int, pending: int, decided: int, sample_hours: int, repeat: int) -> dict[str, Any]:
@@ -222,10 +231,18 @@ def run(queues: int, pending: int, decided: int, sample_hours: int, repeat: int)
                 f"{queues} queues x {pending:,} pending in {many_secs:.1f} s "
                 f"(each queue also {decided:,} decided, {sample_hours} h of depth samples)"
             )
-            medians, statements = measure(names, repeat)
+            medians, statements, slowest = measure(names, repeat)
         finally:
             connections.close_all()
-    return report(queues, pending, decided, repeat, medians, statements)
+    figures = report(queues, pending, decided, repeat, medians, statements)
+    print(f"  slowest statements with {queues} queues (one call each)")
+    for action, found in slowest.items():
+        for seconds, sql in found:
+            print(f"    {action:12s} {seconds * 1000:8.2f} ms  {' '.join(sql.split())[:150]}")
+    figures["slowest_statements_many"] = {
+        action: [{"ms": seconds * 1000, "sql": sql} for seconds, sql in found] for action, found in slowest.items()
+    }
+    return figures
 
 
 def report(
