@@ -12,9 +12,10 @@ then analysed and their kept depths reconciled (``services.reconcile_depth``):
 Every queue is made with ``services.create_queue`` (double review and gold
 off, so a verdict is plain; capacities spread a little so the queues differ
 in how full they are) and also holds ``--decided`` decided items with their
-verdicts and ``--sample-hours`` of 10-second depth samples, as the depth
-sampler writes them for every queue. One reviewer is a member of every queue
-through a group; one operator. The default queue exists on both and is empty.
+verdicts (by one reviewer) and ``--sample-hours`` of 10-second depth
+samples, as the depth sampler writes them for every queue. Another reviewer,
+the one timed, is a member of every queue through a group, with no history
+of her own, so her panel reads the same on both sizes; one operator. The default queue exists on both and is empty.
 
 The same process then times, on both databases, interleaved round by round:
 
@@ -114,6 +115,10 @@ def seed(queues: int, pending: int, decided: int, sample_hours: int) -> float:
     users = get_user_model().objects
     rita = users.create(username="rita")
     rita.groups.add(groups["reviewer"], members)
+    # The history's verdicts are another reviewer's: rita's own answers, which
+    # the review page's panel reads, are those of this run, alike on both sizes.
+    vera = users.create(username="vera")
+    vera.groups.add(groups["reviewer"], members)
     users.create(username="otto").groups.add(groups["operator"])
     off = {"double_review_rate": 0.0, "gold_rate": 0.0}
     made = [
@@ -128,7 +133,7 @@ def seed(queues: int, pending: int, decided: int, sample_hours: int) -> float:
     Queue.objects.filter(slug="default").update(**off)
     with connection.cursor() as cursor:
         cursor.execute(SEED_DECIDED, {"n": decided})
-        cursor.execute(SEED_VERDICTS, {"reviewer": rita.pk})
+        cursor.execute(SEED_VERDICTS, {"reviewer": vera.pk})
         cursor.execute(SEED_PENDING, {"n": pending})
         cursor.execute(SEED_SAMPLES, {"pending": pending, "samples": sample_hours * 360})
         # Fresh statistics and a set visibility map, as autovacuum would leave a live database.
