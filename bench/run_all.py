@@ -114,7 +114,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
                 "--repeat",
                 str(args.repeat),
             ],
-            420,
+            600,
         ),
         (
             "capacity model",
