@@ -37,8 +37,9 @@ RAW_INSERT = """
 INSERT INTO reviewqueue_reviewitem (
     task_id, task_kind, task_description, final_output, output_truncated, last_error,
     attempt_count, cutoff_reason, label, draft, priority, status, lease_expiries,
-    source_run_id, producer, idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at
-) VALUES (%s, %s, %s, %s, false, %s, %s, %s, 'unverified', false, %s, 'pending', 0, %s, %s, %s, '', 0, '', %s, %s)
+    source_run_id, producer, idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at,
+    queue_id
+) VALUES (%s, %s, %s, %s, false, %s, %s, %s, 'unverified', false, %s, 'pending', 0, %s, %s, %s, '', 0, '', %s, %s, %s)
 """
 
 
@@ -68,8 +69,8 @@ def main() -> None:
             connections.close_all()
 
 
-def raw_values(key: str, n: int) -> list[Any]:
-    """The RAW_INSERT parameters for row ``n``."""
+def raw_values(key: str, n: int, queue_id: int) -> list[Any]:
+    """The RAW_INSERT parameters for row ``n``, in queue ``queue_id``."""
     from django.utils import timezone
 
     r = row(key, n)
@@ -88,15 +89,16 @@ def raw_values(key: str, n: int) -> list[Any]:
         r["idempotency_key"],
         now,
         now,
+        queue_id,
     ]
 
 
-def insert_prepared(key: str, n: int) -> None:
+def insert_prepared(key: str, n: int, queue_id: int) -> None:
     """One raw INSERT through this thread's Django connection, prepared once."""
     from django.db import connection
 
     connection.ensure_connection()
-    psycopg.Cursor(connection.connection).execute(RAW_INSERT, raw_values(key, n), prepare=True)
+    psycopg.Cursor(connection.connection).execute(RAW_INSERT, raw_values(key, n, queue_id), prepare=True)
 
 
 def run(n: int, rounds: int) -> dict[str, float]:
@@ -107,6 +109,7 @@ def run(n: int, rounds: int) -> dict[str, float]:
     from reviewqueue.models import Queue
 
     # Capacity above everything this bench adds: every admission is a plain enqueue.
+    # The default queue is pk 1 (the migration makes it); the raw sides insert into it too.
     Queue.objects.update_or_create(pk=1, defaults={"capacity": 100 * n + 1000})
     counter = itertools.count()
     per_round = max(1, n // rounds)
@@ -120,12 +123,12 @@ def run(n: int, rounds: int) -> dict[str, float]:
         with connection.cursor() as cursor:
             for _ in range(per_round):
                 i = next(counter)
-                cursor.execute(RAW_INSERT, raw_values(f"raw-{i}", i))
+                cursor.execute(RAW_INSERT, raw_values(f"raw-{i}", i, 1))
 
     def prepared_batch() -> None:
         for _ in range(per_round):
             i = next(counter)
-            insert_prepared(f"prepared-{i}", i)
+            insert_prepared(f"prepared-{i}", i, 1)
 
     def unprepared_batch() -> None:
         # DB_PREPARED_STATEMENTS=0: the same statement, planned on every call
@@ -254,7 +257,7 @@ def run_concurrent(n: int, producers: int) -> dict[str, float]:
                 if name == "admit":
                     rates[name] += side(f"admit-{r}", lambda key, i: services.admit(**row(key, i)))
                 else:
-                    rates[name] += side(f"prepared-{r}", insert_prepared)
+                    rates[name] += side(f"prepared-{r}", lambda key, i: insert_prepared(key, i, 1))
     finally:
         admission_pg.admit_one_statement = inner
     check_depth("concurrent")

@@ -41,7 +41,8 @@ def measure(database: str, decisions: int) -> dict[str, tuple[int, int]]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DB_CONN_MAX_AGE")}
     env.update(
         {
-            "PYTHONPATH": str(ROOT),
+            # The project first; whatever the caller's environment adds stays behind it.
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
             "REVIEWQUEUE_VAR_DIR": tempfile.mkdtemp(prefix="rq-bench-keypress-"),
             "REVIEWQUEUE_LATENCY_DECISIONS": str(decisions),
         }

@@ -33,38 +33,40 @@ SEED_ITEMS = """
 INSERT INTO reviewqueue_reviewitem (
     task_id, task_kind, task_description, final_output, output_truncated, last_error, attempt_count,
     cutoff_reason, label, draft, priority, status, lease_expiries, source_run_id, producer,
-    idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at, claimed_at, decided_at
+    idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at, claimed_at, decided_at,
+    queue_id
 )
 SELECT 'task-' || g, 'code', 'Write is_even (task ' || g || ')',
        'def is_even(n):\n    return n %% 2 == 0\n', false, 'AssertionError:check_2', 5,
        'step_limit', CASE WHEN mod(g, 20) = 0 THEN 'sampled' ELSE 'unverified' END, false, mod(g, 3),
        CASE WHEN mod(g, 4) = 0 THEN 'rejected' ELSE 'approved' END, 0, 'run-' || g, 'seed',
-       'hist-' || g, '', 0, '', t - interval '2 minutes', t, t - interval '1 minute', t
+       'hist-' || g, '', 0, '', t - interval '2 minutes', t, t - interval '1 minute', t, %(queue)s
 FROM (SELECT g, now() - interval '30 days' * (g::float / %(n)s) - interval '20 minutes' AS t
       FROM generate_series(1, %(n)s) AS g) AS s
 """
 SEED_VERDICTS = """
-INSERT INTO reviewqueue_verdict (item_id, reviewer_id, decision, reason_label, note, counts_for_tuner, created_at)
+INSERT INTO reviewqueue_verdict (item_id, reviewer_id, decision, reason_label, note, counts_for_tuner, created_at, queue_id)
 SELECT id, %(reviewer)s, CASE WHEN status = 'approved' THEN 'approve' ELSE 'reject' END,
-       CASE WHEN status = 'approved' THEN '' ELSE 'code_error' END, '', label <> 'sampled', decided_at
+       CASE WHEN status = 'approved' THEN '' ELSE 'code_error' END, '', label <> 'sampled', decided_at, queue_id
 FROM reviewqueue_reviewitem WHERE status IN ('approved', 'rejected')
 """
 SEED_PENDING = """
 INSERT INTO reviewqueue_reviewitem (
     task_id, task_kind, task_description, final_output, output_truncated, last_error, attempt_count,
     cutoff_reason, label, draft, priority, status, lease_expiries, source_run_id, producer,
-    idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at
+    idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at, queue_id
 )
 SELECT 'task-p' || g, 'code', 'Write is_even (pending ' || g || ')',
        'def is_even(n):\n    return n %% 2 == 0\n', false, 'AssertionError:check_2', 5,
        'step_limit', 'unverified', false, mod(g, 3), 'pending', 0, 'run-p' || g, 'seed',
-       'pend-' || g, '', 0, '', now() - interval '1 hour' * (g::float / %(n)s), now() - interval '1 hour' * (g::float / %(n)s)
+       'pend-' || g, '', 0, '', now() - interval '1 hour' * (g::float / %(n)s), now() - interval '1 hour' * (g::float / %(n)s),
+       %(queue)s
 FROM generate_series(1, %(n)s) AS g
 """
 # One day of 10-second depth samples, the same on both sizes: the dashboard reads an hour of them.
 SEED_SAMPLES = """
-INSERT INTO reviewqueue_depthsample (created_at, depth, pending, claimed, mode, capacity, step_limit)
-SELECT now() - interval '10 seconds' * g, 100, 100, 0, 'normal', %(capacity)s, 5 FROM generate_series(1, 8640) AS g
+INSERT INTO reviewqueue_depthsample (created_at, depth, pending, claimed, mode, capacity, step_limit, queue_id)
+SELECT now() - interval '10 seconds' * g, 100, 100, 0, 'normal', %(capacity)s, 5, %(queue)s FROM generate_series(1, 8640) AS g
 """
 
 
@@ -86,12 +88,13 @@ def seed(url: str, decided: int, pending: int) -> float:
     rita.groups.add(groups["reviewer"])
     otto = users.create(username="otto")
     otto.groups.add(groups["operator"])
-    Queue.objects.update_or_create(pk=1, defaults={"capacity": CAPACITY})
+    queue = Queue.default()
+    Queue.objects.filter(pk=queue.pk).update(capacity=CAPACITY)
     with connection.cursor() as cursor:
-        cursor.execute(SEED_ITEMS, {"n": decided})
+        cursor.execute(SEED_ITEMS, {"n": decided, "queue": queue.pk})
         cursor.execute(SEED_VERDICTS, {"reviewer": rita.pk})
-        cursor.execute(SEED_PENDING, {"n": pending})
-        cursor.execute(SEED_SAMPLES, {"capacity": CAPACITY})
+        cursor.execute(SEED_PENDING, {"n": pending, "queue": queue.pk})
+        cursor.execute(SEED_SAMPLES, {"capacity": CAPACITY, "queue": queue.pk})
         # Fresh statistics and a set visibility map, as autovacuum would leave a live database.
         cursor.execute("VACUUM ANALYZE")
     from reviewqueue.services import reconcile_depth

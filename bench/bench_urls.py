@@ -27,12 +27,14 @@ INSERT_ROW = """
 INSERT INTO reviewqueue_reviewitem (
     task_id, task_kind, task_description, final_output, output_truncated, last_error,
     attempt_count, cutoff_reason, label, draft, priority, status, lease_expiries,
-    source_run_id, producer, idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at
-) VALUES (%s, %s, %s, %s, false, %s, %s, %s, %s, %s, %s, 'pending', 0, %s, %s, %s, '', %s, %s, %s, %s)
+    source_run_id, producer, idempotency_key, filter_reason, reviewed_attempt, failing_checks, created_at, updated_at,
+    queue_id
+) VALUES (%s, %s, %s, %s, false, %s, %s, %s, %s, %s, %s, 'pending', 0, %s, %s, %s, '', %s, %s, %s, %s,
+          (SELECT id FROM reviewqueue_queue WHERE slug = 'default'))
 RETURNING id
 """
 
-# The claim order (priority, then age) over the partial index pending_by_priority.
+# The claim order (priority, then age), across every queue as claim() serves them.
 NEXT_PENDING = """
 SELECT id, task_description, final_output, cutoff_reason, last_error, attempt_count
 FROM reviewqueue_reviewitem WHERE status = 'pending'

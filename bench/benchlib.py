@@ -7,6 +7,7 @@ module is imported by its bare name from the script's own directory.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -97,6 +98,16 @@ def setup_django(url: str) -> None:
 
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)
+
+
+def write_results(name: str, figures: dict[str, Any]) -> Path:
+    """Write a bench's figures as ``<name>.json`` in BENCH_RESULTS_DIR (default
+    ``bench/results/``, beside the committed plans); returns the path."""
+    folder = Path(os.environ.get("BENCH_RESULTS_DIR", BENCH / "results"))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(figures, indent=2, sort_keys=True, default=str) + "\n")
+    return path
 
 
 def percentile(values: Sequence[float], pct: float) -> float:
