@@ -98,10 +98,10 @@ def claim(
     Safe to repeat: a reviewer holding a live lease gets the same item back.
     """
     now = now or timezone.now()
-    held = current_claim(reviewer=reviewer, now=now)
-    if held is not None:
-        return held
-    heads, paused = queue_heads(reviewer=reviewer, now=now, exclude=exclude, queue=queue)
+    heads, paused, held = queue_heads(reviewer=reviewer, now=now, exclude=exclude, queue=queue)
+    mine = current_claim(reviewer=reviewer, now=now) if held is not None else None
+    if mine is not None:  # (None: given back since the heads were read; claim on)
+        return mine
     if paused:
         return None
     order = sorted((head for head in heads if head.head.waiting), key=lambda head: policy.serving_key(head.head))
@@ -167,10 +167,11 @@ def queue_heads(
     now: datetime,
     exclude: Collection[int] = (),
     queue: Queue | str | None = None,
-) -> tuple[list[Head], bool]:
+) -> tuple[list[Head], bool, int | None]:
     """Each of the reviewer's queues (or only ``queue``) with its next item
-    claimable by this reviewer, and whether the reviewer is paused: one
-    statement. Each head is a subquery per queue that reads the partial index
+    claimable by this reviewer, whether the reviewer is paused, and the id of
+    the item they hold under a live lease (any queue's, a gold copy
+    included), if any: one statement. Each head is a subquery per queue that reads the partial index
     ``queue_next_item`` (queue, priority descending, age, id) from its start,
     so it costs the same with ten pending items or ten thousand, and the
     statement grows with the number of queues, never with their items."""
@@ -179,12 +180,18 @@ def queue_heads(
         rows = rows.filter(pk=focused_queue(reviewer, queue).pk)
     nxt = _claimable_rows(reviewer, now, exclude).filter(queue=OuterRef("pk")).order_by("-priority", "created_at", "pk")
     paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
+    held = ReviewItem.all_objects.filter(
+        status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now
+    ).order_by("claimed_at")
     found = list(
         rows.annotate(
             head_priority=Subquery(nxt.values("priority")[:1]),
             head_arrived=Subquery(nxt.values("created_at")[:1]),
             paused=Exists(paused),
-        ).values_list("pk", "slug", "depth", "capacity", "lease_seconds", "head_priority", "head_arrived", "paused")
+            held=Subquery(held.values("pk")[:1]),
+        ).values_list(
+            "pk", "slug", "depth", "capacity", "lease_seconds", "head_priority", "head_arrived", "paused", "held"
+        )
     )
     heads = [
         Head(
@@ -199,11 +206,12 @@ def queue_heads(
             lease_seconds=lease,
             arrived_at=arrived,
         )
-        for pk, slug, depth, capacity, lease, priority, arrived, _ in found
+        for pk, slug, depth, capacity, lease, priority, arrived, _, _ in found
     ]
-    if not found:  # no queue to read the standing beside: read it alone
-        return heads, quality.is_paused(reviewer)
-    return heads, bool(found[0][-1])
+    if not found:  # no queue to read the standing and the lease beside: read them alone
+        mine = current_claim(reviewer=reviewer, now=now)
+        return heads, quality.is_paused(reviewer), mine.pk if mine is not None else None
+    return heads, bool(found[0][-2]), found[0][-1]
 
 
 def _claimable_rows(reviewer: AbstractBaseUser, now: datetime, exclude: Collection[int]) -> QuerySet[ReviewItem]:

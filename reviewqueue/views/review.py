@@ -255,6 +255,16 @@ def _claim_next(request: HtmxHttpRequest, notices: list[Notice], *, just_skipped
     return CardState(item=item, notices=notices)
 
 
+def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.QueueError:
+    """A refused action's error as this reviewer may hear it. About an item
+    outside the queues they review, they hear what they would hear of an
+    item that does not exist: nothing tells them it exists, who holds it or
+    how it was decided. Read only when an action was refused."""
+    if ReviewItem.all_objects.filter(pk=item_id, queue__in=reviewable_queues(user)).exists():
+        return exc
+    return services.QueueError(f"item {item_id} does not exist")
+
+
 def _verdict_words(verdict: Verdict) -> str:
     """'approved', 'approved with edits', 'sent back' or 'rejected (reason)'."""
     if verdict.decision == Verdict.Decision.EDIT:
@@ -449,13 +459,14 @@ def _record_verdict(
         )
     except services.InvalidInput:
         raise
-    except services.AlreadyDecided:
-        return _already_decided(item_id, request.user, approve, reason_label)
-    except services.LeaseExpired:
-        return None
-    except services.NotLeaseHolder:
-        return Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error")
-    except services.QueueError as exc:
+    except services.QueueError as caught:
+        exc = _as_seen(request.user, item_id, caught)
+        if isinstance(exc, services.AlreadyDecided):
+            return _already_decided(item_id, request.user, approve, reason_label)
+        if isinstance(exc, services.LeaseExpired):
+            return None
+        if isinstance(exc, services.NotLeaseHolder):
+            return Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error")
         return Notice(f"{exc.message}. Your verdict was not recorded.", "error")
     verb = "Approved" if approve else f"Rejected ({ReasonLabel(reason_label).label})"
     if verdict.decision == Verdict.Decision.EDIT:
@@ -494,7 +505,7 @@ def skip(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     try:
         services.release(item_id=item_id, reviewer=request.user)
     except services.QueueError as exc:
-        notices.append(Notice(f"{exc.message}.", "error"))
+        notices.append(Notice(f"{_as_seen(request.user, item_id, exc).message}.", "error"))
         return _after_post(request, CardState(item=None, notices=notices))
     skipped = list(_skipped(request) | {item_id})[-50:]
     request.session[SKIPPED_KEY] = skipped
@@ -513,11 +524,10 @@ def renew(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     try:
         item = services.renew(item_id=item_id, reviewer=request.user)
     except services.QueueError as exc:
+        said = _as_seen(request.user, item_id, exc).message
         response = _render_card(
             request,
-            CardState(
-                item=None, notices=[Notice(f"{exc.message}. Nothing was lost: press n for the next item.", "error")]
-            ),
+            CardState(item=None, notices=[Notice(f"{said}. Nothing was lost: press n for the next item.", "error")]),
         )
         if request.htmx:
             # The lease element asked, but the whole card must change.
@@ -590,12 +600,14 @@ def send_back(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
         verdict = services.send_back(item_id=item_id, reviewer=request.user, note=note)
     except services.InvalidInput as exc:
         return _invalid_panel(request, item_id, CardState(item=None, panel="send_back", send_back_note=note), exc)
-    except services.AlreadyDecided:
-        said = _already_decided(item_id, request.user, False, "", tried="send-back")
-    except services.LeaseExpired:
-        said = None
-    except services.QueueError as exc:
-        said = Notice(f"{exc.message}. Your send-back was not recorded.", "error")
+    except services.QueueError as caught:
+        exc = _as_seen(request.user, item_id, caught)
+        if isinstance(exc, services.AlreadyDecided):
+            said = _already_decided(item_id, request.user, False, "", tried="send-back")
+        elif isinstance(exc, services.LeaseExpired):
+            said = None
+        else:
+            said = Notice(f"{exc.message}. Your send-back was not recorded.", "error")
     else:
         said = Notice(_sent_back_words(verdict))
     state = _claim_next(request, [] if said is None else [said])
