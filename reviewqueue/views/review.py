@@ -127,11 +127,10 @@ def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> 
         if v.claimed_at is not None and v.created_at >= v.claimed_at
     ]
     median = statistics.median(spans) if spans else None
-    queues = list(
-        reviewable_queues(user)
-        .order_by("name", "slug")
-        .only("slug", "name", "depth", "mode", "instructions", "archived_at")
-    )
+    mine = reviewable_queues(user).order_by("name", "slug")
+    queues = list(mine.only("slug", "name", "depth", "mode", "instructions", "archived_at"))
+    if not queues and Queue.default().open_to_all:  # the default queue is made on first use
+        queues = list(mine.only("slug", "name", "depth", "mode", "instructions", "archived_at"))
     # An archived queue shows while items still wait in it: they still need a verdict.
     shown = [q for q in queues if not q.archived or q.depth or (focus is not None and q.pk == focus.pk)]
     by_pk = {q.pk: q for q in queues}

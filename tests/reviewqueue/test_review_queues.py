@@ -36,7 +36,7 @@ def make_queue(slug: str, *members: User, capacity: int = 50, **settings: Any) -
 
 def close_default() -> None:
     """The default queue is open to every reviewer; these tests name their queues' reviewers."""
-    Queue.objects.filter(slug="default").update(open_to_all=False)
+    Queue.objects.filter(pk=Queue.default().pk).update(open_to_all=False)
 
 
 def drain(reviewer: User) -> list[str]:

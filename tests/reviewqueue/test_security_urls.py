@@ -223,7 +223,7 @@ def walled_item(make_user: Any, admit_item: Any) -> tuple[Any, dict[str, Any]]:
     ravi = make_user("ravi", "reviewer")
     walled = services.create_queue(user=None, slug="walled", name="Walled")
     walled.members.add(ravi)
-    Queue.objects.filter(slug="default").update(open_to_all=False)
+    Queue.objects.filter(pk=Queue.default().pk).update(open_to_all=False)
     item = admit_item(queue="walled", task_description=WALLED_TEXT, final_output=WALLED_TEXT).item
     assert services.claim(reviewer=ravi).pk == item.pk
     return item, ReviewItem.objects.values().get(pk=item.pk)
