@@ -421,3 +421,32 @@ def test_a_reviewer_who_left_a_queue_no_longer_opens_the_items_they_decided_ther
     assert "TEAM task" in client.get(reverse("review_item", args=[item.pk])).content.decode()
     team.members.remove(reviewer)
     assert client.get(reverse("review_item", args=[item.pk])).status_code == 404
+
+
+# --- gold copies ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_gold_comes_only_from_the_reviewers_queues_and_belongs_to_its_gold_items_queue(
+    reviewer: User, make_user: Callable[..., User], operator: User, admit_item: AdmitItem
+) -> None:
+    from reviewqueue.services import quality
+
+    close_default()
+    ravi = make_user("ravi", "reviewer")
+    mine = make_queue("mine", reviewer, ravi, gold_rate=1.0)
+    make_queue("walled", ravi, gold_rate=1.0)
+    quality.forget_gold_settings()
+    for slug in ("walled", "mine"):  # ravi decides one item in each; both become gold
+        admit_item(queue=slug, task_description=f"gold of {slug}")
+        held = services.claim(reviewer=ravi, queue=slug)
+        services.decide(item_id=held.pk, reviewer=ravi, approve=True)
+        services.mark_gold(item_id=held.pk, operator=operator, expected_decision="approve")
+    real = admit_item(queue="mine", priority=4).item
+    served = services.claim(reviewer=reviewer)
+    assert served.gold_id is not None and served.task_description == "gold of mine"
+    assert served.queue_id == mine.pk
+    assert served.created_at == real.created_at  # it "arrives" with the next real item
+    services.decide(item_id=served.pk, reviewer=reviewer, approve=True)
+    # The walled queue's gold item is never served to rita: the real item comes next.
+    assert services.claim(reviewer=reviewer).pk == real.pk
