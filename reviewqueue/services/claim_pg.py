@@ -3,8 +3,9 @@
 ``UPDATE ... WHERE id = (SELECT id ... FOR UPDATE SKIP LOCKED LIMIT 1)
 RETURNING ...``: the subquery locks the next claimable item (pending, or
 claimed under a lease that ran out) and skips rows another transaction holds,
-so two reviewers never get the same item; the lease length comes from the
-caller or, in the same statement, from the policy row (which is read, not
+so two reviewers never get the same item. It claims in one queue, which
+``leases.claim`` chose by the serving rule; the lease length comes from the
+caller or, in the same statement, from that queue's row (which is read, not
 locked). An item whose lease ran out has its expiry counted on it. Gold
 copies, items this reviewer already answered in a double review, items only
 an operator may settle, and every item for a paused reviewer are passed over.
@@ -29,7 +30,9 @@ def _sql() -> str:
     def col(name: str) -> str:
         return item.get_field(name).column
 
-    lease = f"(SELECT {queue.get_field('lease_seconds').column} FROM {queue.db_table} WHERE {queue.get_field('slug').column} = 'default')"
+    lease = (
+        f"(SELECT {queue.get_field('lease_seconds').column} FROM {queue.db_table} WHERE {queue.pk.column} = %(queue)s)"
+    )
     claimable = (
         f"({col('status')} = 'pending' OR ({col('status')} = 'claimed' AND {col('lease_expires_at')} < %(now)s))"
     )
@@ -40,7 +43,9 @@ def _sql() -> str:
         f" {col('lease_expiries')} = {col('lease_expiries')}"
         f" + CASE WHEN {col('status')} = 'claimed' THEN 1 ELSE 0 END"
         f" WHERE {item.pk.column} = (SELECT {item.pk.column} FROM {item.db_table}"
-        f" WHERE {claimable} AND NOT ({item.pk.column} = ANY(%(exclude)s::bigint[]))"
+        # the queue first: with the order below it is the partial index queue_next_item
+        f" WHERE {col('queue')} = %(queue)s AND {col('status')} IN ('pending', 'claimed')"
+        f" AND {claimable} AND NOT ({item.pk.column} = ANY(%(exclude)s::bigint[]))"
         f" AND {col('gold')} IS NULL AND {col('review_round')} < {OPERATOR_ROUND}"
         # never an item this reviewer already answered in a double review
         f" AND ({col('review_round')} = 1 OR NOT EXISTS (SELECT 1 FROM {judgement.db_table} j"
@@ -59,10 +64,17 @@ _SQL = _sql()
 
 
 def claim_one_statement(
-    reviewer_id: int, exclude: Collection[int], now: datetime, lease_seconds: int | None
+    reviewer_id: int, exclude: Collection[int], now: datetime, lease_seconds: int | None, *, queue_id: int
 ) -> ReviewItem | None:
-    """The claimed item, or None when nothing is claimable (or all is locked)."""
-    params = {"reviewer": reviewer_id, "now": now, "lease": lease_seconds, "exclude": sorted(exclude)}
+    """The claimed item of the queue ``queue_id``, or None when nothing there
+    is claimable (or all of it is locked)."""
+    params = {
+        "reviewer": reviewer_id,
+        "now": now,
+        "lease": lease_seconds,
+        "exclude": sorted(exclude),
+        "queue": queue_id,
+    }
     with connection.cursor() as cursor:
         cursor.execute(_SQL, params)
         row = cursor.fetchone()

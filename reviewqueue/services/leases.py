@@ -4,23 +4,36 @@
 inside one ``UPDATE`` on PostgreSQL, see ``claim_pg``; a conditional update
 elsewhere); ``expire_leases`` (the beat task's sweep) updates expired rows;
 ``release`` and ``renew`` lock
-the held item's row. None of them takes the policy row's lock: a lease moves
+the held item's row. None of them takes a queue row's lock: a lease moves
 no item in or out of the waiting set, so the kept depth does not change.
+
+A reviewer claims only from the queues they review
+(``Queue.objects.reviewable_by``); every other lease operation needs the
+lease claim gave, so no reviewer acts on an item outside their queues.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from ..models import DEFAULT_QUEUE, OPERATOR_ROUND, Judgement, Queue, ReviewerStanding, ReviewItem
+from .. import policy
+from ..models import OPERATOR_ROUND, Judgement, Queue, ReviewerStanding, ReviewItem
 from . import claim_pg, quality
 from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
+
+
+class NotAQueueOfYours(QueueError):
+    """A reviewer named a queue they do not review (or one that does not
+    exist: the two read alike, so a name tells nothing)."""
+
+    code = "not_your_queue"
 
 
 def expire_leases(*, now: datetime | None = None) -> int:
@@ -56,16 +69,28 @@ def claim(
     exclude: Collection[int] = (),
     now: datetime | None = None,
     lease_seconds: int | None = None,
+    queue: Queue | str | None = None,
 ) -> ReviewItem | None:
     """The reviewer's next item under a lease: the one they already hold, else
-    the next claimable item by priority then age, passing over ``exclude``
+    the next claimable item of the queues they review, passing over ``exclude``
     (items the reviewer skipped). None when nothing is left to claim.
+
+    Which queue serves: ``policy.next_queue``'s rule over each queue's head
+    (its next claimable item): the highest priority first, then the fuller
+    queue against its capacity, then the item that waited longest, then the
+    slug (ARCHITECTURE.md, "Many queues"). One statement reads every head
+    (``queue_heads``); the claim then runs inside the chosen queue, with that
+    queue's lease length, and goes on to the next queue in the same order
+    when nothing there is left for this reviewer (locked by others, or
+    already answered by them in a double review). ``queue`` (a slug or a
+    row) claims from that queue only; a queue the reviewer may not review
+    raises NotAQueueOfYours, whether it exists or not.
 
     Claimable means pending, or claimed under a lease that ran out: the sweep
     (``expire_leases``, a beat task) may run late, so claim takes such an item
     itself and counts the expiry on it (``lease_expiries``); the late holder's
-    verdict is then refused with LeaseExpired. ``lease_seconds`` spares the
-    read of the policy's lease length when the caller has it.
+    verdict is then refused with LeaseExpired. ``lease_seconds`` overrides the
+    queue's lease length.
 
     Two reviewers never get the same item: on PostgreSQL one ``UPDATE ...
     WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED)`` skips rows another
@@ -73,34 +98,144 @@ def claim(
     Safe to repeat: a reviewer holding a live lease gets the same item back.
     """
     now = now or timezone.now()
-    held = current_claim(reviewer=reviewer, now=now)
-    if held is not None:
-        return held
-    gold = quality.serve_gold(reviewer, now, lease_seconds)
-    if gold is not None:
-        return gold
-    if connection.vendor == "postgresql":
-        return claim_pg.claim_one_statement(reviewer.pk, exclude, now, lease_seconds)
-    # The lease length and whether the reviewer is paused, in one statement.
-    paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
-    row = (
-        Queue.objects.filter(slug=DEFAULT_QUEUE)
-        .annotate(paused=Exists(paused))
-        .values_list("lease_seconds", "paused")
-        .first()
-    )
-    if row is None:
-        row = (Queue.current().lease_seconds, quality.is_paused(reviewer))
-    if row[1]:
+    heads, paused, held = queue_heads(reviewer=reviewer, now=now, exclude=exclude, queue=queue)
+    mine = current_claim(reviewer=reviewer, now=now) if held is not None else None
+    if mine is not None:  # (None: given back since the heads were read; claim on)
+        return mine
+    if paused:
         return None
-    return _claim_general(reviewer, exclude, now, timedelta(seconds=lease_seconds or row[0]))
+    order = sorted((head for head in heads if head.head.waiting), key=lambda head: policy.serving_key(head.head))
+    if not order:
+        return None
+    gold = quality.serve_gold(
+        reviewer,
+        now,
+        lease_seconds,
+        queues=[head.queue_id for head in heads],
+        arrived=order[0].arrived_at,
+    )
+    return gold or _claim_in_order(reviewer, order, exclude, now, lease_seconds)
 
 
-def _claimable(reviewer: AbstractBaseUser, now: datetime, exclude: Collection[int]) -> ReviewItem | None:
-    """The next claimable item's ordering fields: the first pending one and the
-    first whose lease ran out, each read through its own index, whichever
-    comes first by priority then age. Never an item the reviewer already
-    answered in a double review."""
+def _claim_in_order(
+    reviewer: AbstractBaseUser, order: list[Head], exclude: Collection[int], now: datetime, lease_seconds: int | None
+) -> ReviewItem | None:
+    """Claim in the first queue of ``order`` that still has an item for this
+    reviewer, under that queue's lease length unless ``lease_seconds`` is given."""
+    for head in order:
+        lease = lease_seconds or head.lease_seconds
+        if connection.vendor == "postgresql":
+            item = claim_pg.claim_one_statement(reviewer.pk, exclude, now, lease, queue_id=head.queue_id)
+        else:
+            item = _claim_general(reviewer, exclude, now, timedelta(seconds=lease), head.queue_id)
+        if item is not None:
+            return item
+    return None
+
+
+@dataclass(frozen=True)
+class Head:
+    """One of the reviewer's queues as claim ranks it: ``head`` is what
+    ``policy.next_queue`` reads; the rest is what the claim needs."""
+
+    queue_id: int
+    head: policy.QueueHead
+    lease_seconds: int
+    arrived_at: datetime | None
+
+
+def reviewable_queues(reviewer: AbstractBaseUser) -> QuerySet[Queue]:
+    """The queues whose items the reviewer may claim and see, archived ones
+    included (their waiting items still need a verdict). A plain filter on
+    the queue's pk, so callers may annotate and order it freely."""
+    return Queue.objects.filter(pk__in=Queue.objects.reviewable_by(reviewer).values("pk"))
+
+
+def focused_queue(reviewer: AbstractBaseUser, queue: Queue | str) -> Queue:
+    """The named queue if the reviewer reviews it; NotAQueueOfYours otherwise,
+    in the same words whether it exists or not."""
+    slug = queue.slug if isinstance(queue, Queue) else str(queue)
+    found = reviewable_queues(reviewer).filter(slug=slug).first()
+    if found is None:
+        raise NotAQueueOfYours(f"you do not review a queue {slug!r}")
+    return found
+
+
+def queue_heads(
+    *,
+    reviewer: AbstractBaseUser,
+    now: datetime,
+    exclude: Collection[int] = (),
+    queue: Queue | str | None = None,
+) -> tuple[list[Head], bool, int | None]:
+    """Each of the reviewer's queues (or only ``queue``) with its next item
+    claimable by this reviewer, whether the reviewer is paused, and the id of
+    the item they hold under a live lease (any queue's, a gold copy
+    included), if any: one statement. Each head is a subquery per queue that reads the partial index
+    ``queue_next_item`` (queue, priority descending, age, id) from its start,
+    so it costs the same with ten pending items or ten thousand, and the
+    statement grows with the number of queues, never with their items."""
+    rows = reviewable_queues(reviewer)
+    if queue is not None:
+        rows = rows.filter(pk=focused_queue(reviewer, queue).pk)
+    nxt = _claimable_rows(reviewer, now, exclude).filter(queue=OuterRef("pk")).order_by("-priority", "created_at", "pk")
+    paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
+    held = ReviewItem.all_objects.filter(
+        status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now
+    ).order_by("claimed_at")
+    found = list(
+        rows.annotate(
+            head_priority=Subquery(nxt.values("priority")[:1]),
+            head_arrived=Subquery(nxt.values("created_at")[:1]),
+            paused=Exists(paused),
+            held=Subquery(held.values("pk")[:1]),
+        ).values_list(
+            "pk", "slug", "depth", "capacity", "lease_seconds", "head_priority", "head_arrived", "paused", "held"
+        )
+    )
+    heads = [
+        Head(
+            queue_id=pk,
+            head=policy.QueueHead(
+                slug=slug,
+                priority=priority,
+                depth=depth,
+                capacity=max(capacity, 1),
+                arrived=arrived.timestamp() if arrived is not None else None,
+            ),
+            lease_seconds=lease,
+            arrived_at=arrived,
+        )
+        for pk, slug, depth, capacity, lease, priority, arrived, _, _ in found
+    ]
+    if not found:  # no queue to read the standing and the lease beside: read them alone
+        mine = current_claim(reviewer=reviewer, now=now)
+        return heads, quality.is_paused(reviewer), mine.pk if mine is not None else None
+    return heads, bool(found[0][-2]), found[0][-1]
+
+
+def _claimable_rows(reviewer: AbstractBaseUser, now: datetime, exclude: Collection[int]) -> QuerySet[ReviewItem]:
+    """Items this reviewer may claim now: pending, or claimed under a lease
+    that ran out; never one they already answered in a double review, one
+    only an operator settles, or one they skipped (``exclude``). The status
+    is also named as the partial index's condition, so the index serves."""
+    answered = Judgement.objects.filter(item=OuterRef("pk"), reviewer=reviewer)
+    rows = (
+        ReviewItem.objects.filter(status__in=ReviewItem.WAITING)
+        .filter(Q(status=ReviewItem.Status.PENDING) | Q(lease_expires_at__lt=now))
+        .filter(review_round__lt=OPERATOR_ROUND)
+        .exclude(Q(review_round__gt=1) & Exists(answered))
+    )
+    if exclude:
+        rows = rows.exclude(pk__in=list(exclude))
+    return rows
+
+
+def _claimable(reviewer: AbstractBaseUser, now: datetime, exclude: Collection[int], queue_id: int) -> ReviewItem | None:
+    """The queue's next claimable item's ordering fields: the first pending
+    one and the first whose lease ran out, each read through its own index,
+    whichever comes first by priority then age. Never an item the reviewer
+    already answered in a double review."""
     order = ("-priority", "created_at", "pk")
     answered = Judgement.objects.filter(item=OuterRef("pk"), reviewer=reviewer)
     candidates = [
@@ -109,7 +244,8 @@ def _claimable(reviewer: AbstractBaseUser, now: datetime, exclude: Collection[in
     ]
     found = []
     for rows in candidates:
-        rows = rows.exclude(Q(review_round__gt=1) & Exists(answered)).filter(review_round__lt=OPERATOR_ROUND)
+        rows = rows.filter(queue_id=queue_id).exclude(Q(review_round__gt=1) & Exists(answered))
+        rows = rows.filter(review_round__lt=OPERATOR_ROUND)
         if exclude:
             rows = rows.exclude(pk__in=list(exclude))
         first = rows.order_by(*order).only("pk", "priority", "created_at", "status").first()
@@ -119,11 +255,11 @@ def _claimable(reviewer: AbstractBaseUser, now: datetime, exclude: Collection[in
 
 
 def _claim_general(
-    reviewer: AbstractBaseUser, exclude: Collection[int], now: datetime, lease: timedelta
+    reviewer: AbstractBaseUser, exclude: Collection[int], now: datetime, lease: timedelta, queue_id: int
 ) -> ReviewItem | None:
-    """Claim by a conditional update: it wins only if the row is still as read."""
+    """Claim in one queue by a conditional update: it wins only if the row is still as read."""
     for _ in range(50):
-        candidate = _claimable(reviewer, now, exclude)
+        candidate = _claimable(reviewer, now, exclude, queue_id)
         if candidate is None:
             return None
         still = ReviewItem.objects.filter(pk=candidate.pk, status=candidate.status)
@@ -143,16 +279,24 @@ def _claim_general(
 
 
 def held_item(
-    item_id: int, reviewer: AbstractBaseUser, now: datetime, *, with_double_review_rate: bool = False
+    item_id: int,
+    reviewer: AbstractBaseUser,
+    now: datetime,
+    *,
+    with_double_review_rate: bool = False,
+    with_lease_seconds: bool = False,
 ) -> ReviewItem:
     """The item under a row lock, checked to be under this reviewer's live
     lease (a gold copy served to them included). ``with_double_review_rate``
-    reads the policy's ``double_review_rate`` onto the item in the same
-    statement (the policy row is read, not locked)."""
+    reads its queue's ``double_review_rate`` onto the item in the same
+    statement (the queue row is read, not locked); ``with_lease_seconds``
+    its queue's lease length likewise."""
     rows = ReviewItem.all_objects.select_for_update()
+    own_queue = Queue.objects.filter(pk=OuterRef("queue_id"))
     if with_double_review_rate:
-        rate = Queue.objects.filter(slug=DEFAULT_QUEUE).values("double_review_rate")[:1]
-        rows = rows.annotate(double_review_rate=Subquery(rate))
+        rows = rows.annotate(double_review_rate=Subquery(own_queue.values("double_review_rate")[:1]))
+    if with_lease_seconds:
+        rows = rows.annotate(queue_lease_seconds=Subquery(own_queue.values("lease_seconds")[:1]))
     try:
         item = rows.get(pk=item_id)
     except ReviewItem.DoesNotExist:
@@ -191,11 +335,10 @@ def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = 
 
 
 def renew(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
-    """Extend the holder's live lease by the policy's lease length. Safe to repeat."""
+    """Extend the holder's live lease by its queue's lease length. Safe to repeat."""
     now = now or timezone.now()
-    lease = timedelta(seconds=Queue.current().lease_seconds)
     with transaction.atomic():
-        item = held_item(item_id, reviewer, now)
-        item.lease_expires_at = now + lease
+        item = held_item(item_id, reviewer, now, with_lease_seconds=True)
+        item.lease_expires_at = now + timedelta(seconds=item.queue_lease_seconds)
         item.save(update_fields=["lease_expires_at", "updated_at"])
         return item

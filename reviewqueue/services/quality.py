@@ -49,7 +49,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -277,44 +277,46 @@ _COPIED = (
 )
 
 
-def serve_gold(reviewer: AbstractBaseUser, now: datetime, lease_seconds: int | None) -> ReviewItem | None:
+def serve_gold(
+    reviewer: AbstractBaseUser,
+    now: datetime,
+    lease_seconds: int | None,
+    *,
+    queues: Collection[int] | None = None,
+    arrived: datetime | None = None,
+) -> ReviewItem | None:
     """With chance ``gold_rate``, a fresh copy of a gold item this reviewer
     neither decided nor answered before, claimed by them; only while real
     items wait too (a copy on an empty queue would give itself away). None
-    otherwise, and the caller claims a real item as usual."""
+    otherwise, and the caller claims a real item as usual.
+
+    Only gold items of ``queues`` (the reviewer's queues, or the one they
+    focus on; every queue they review when None) are served. The copy
+    belongs to its gold item's queue, runs under that queue's lease length
+    unless ``lease_seconds`` says otherwise, and "arrives" with the next real
+    item of those queues (``arrived`` when the caller has read it), so its
+    age on the card is a real item's."""
     rate = _gold_rate()
     if rate <= 0 or _rng.random() >= rate:
         return None
-    # The next real item's arrival: none waiting, no gold either; a copy
-    # "arrives" with it, so its age on the card is a real item's.
-    arrived = (
-        ReviewItem.objects.filter(status=ReviewItem.Status.PENDING)
-        .order_by("-priority", "created_at")
-        .values_list("created_at", flat=True)
-        .first()
-    )
+    if queues is None:
+        queues = list(Queue.objects.reviewable_by(reviewer).values_list("pk", flat=True))
     if arrived is None:
+        arrived = (
+            ReviewItem.objects.filter(status=ReviewItem.Status.PENDING, queue_id__in=list(queues))
+            .order_by("-priority", "created_at")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+    gold = _gold_for(reviewer, queues) if arrived is not None else None
+    if gold is None or arrived is None:
         return None
-    paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
-    seen = Judgement.objects.filter(reviewer=reviewer, item__gold=OuterRef("pk"))
-    judged_source = Judgement.objects.filter(reviewer=reviewer, item=OuterRef("item"))
-    gold = (
-        GoldItem.objects.filter(retired_at__isnull=True)
-        .exclude(item__verdict__reviewer=reviewer)
-        .exclude(Exists(judged_source))
-        .exclude(Exists(seen))
-        .exclude(Exists(paused))
-        .select_related("item")
-        .order_by("?")
-        .first()
-    )
-    if gold is None:
-        return None
-    if lease_seconds is None:
-        lease_seconds = Queue.current().lease_seconds
     source = gold.item
+    if lease_seconds is None:
+        lease_seconds = source.queue.lease_seconds
     copy = ReviewItem.all_objects.create(
         **{name: getattr(source, name) for name in _COPIED},
+        queue_id=source.queue_id,
         gold=gold,
         idempotency_key=f"gold-copy:{uuid.uuid4().hex}",
         status=ReviewItem.Status.CLAIMED,
@@ -325,6 +327,24 @@ def serve_gold(reviewer: AbstractBaseUser, now: datetime, lease_seconds: int | N
     )
     log.info("gold item served", extra={"gold": gold.pk, "reviewer": reviewer.pk})
     return copy
+
+
+def _gold_for(reviewer: AbstractBaseUser, queues: Collection[int]) -> GoldItem | None:
+    """An active gold item of ``queues``, at random, that this reviewer
+    neither decided nor answered (none for a paused reviewer)."""
+    paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
+    seen = Judgement.objects.filter(reviewer=reviewer, item__gold=OuterRef("pk"))
+    judged_source = Judgement.objects.filter(reviewer=reviewer, item=OuterRef("item"))
+    return (
+        GoldItem.objects.filter(retired_at__isnull=True, item__queue_id__in=list(queues))
+        .exclude(item__verdict__reviewer=reviewer)
+        .exclude(Exists(judged_source))
+        .exclude(Exists(seen))
+        .exclude(Exists(paused))
+        .select_related("item__queue")
+        .order_by("?")
+        .first()
+    )
 
 
 def answer_gold(item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, now: datetime) -> None:

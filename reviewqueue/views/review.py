@@ -5,6 +5,12 @@ answers with the card fragment (plus the context panel out of band); without
 it, a POST redirects back to the page, so the whole flow works as plain forms.
 The reviewer is the scarcest resource (ARCHITECTURE.md rule 9): no awkward case ends
 on an error page, each one says what happened and shows what to do next.
+
+A reviewer serves the queues they review (``Queue.objects.reviewable_by``);
+``?queue=<slug>`` focuses the page, and every claim made from it, on one of
+them. The parameter rides on every form's URL and redirect, so a focus
+survives next, skip, decide, send back and undo. A queue the reviewer does
+not review answers 404, whether it exists or not.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap, retarget
 
@@ -35,6 +43,7 @@ from ..access import is_operator, is_reviewer, reviewer_required
 from ..forms import GoldForm
 from ..middleware import when_database_lost
 from ..models import Judgement, LoopRun, Queue, ReasonLabel, ReviewItem, Verdict
+from ..services.leases import reviewable_queues
 from ..templatetags.time_tags import ago
 from .http import HtmxHttpRequest
 
@@ -75,13 +84,40 @@ class CardState:
     panel_error: str = ""
 
 
-def _context_panel(user: User) -> dict[str, object]:
-    """What a reviewer needs beside the item: waiting count, mode, their own
+def _focus(request: HtmxHttpRequest) -> Queue | None:
+    """The queue named by ``?queue=`` (forms post to URLs that carry it), or
+    None for all the reviewer's queues. 404 for a queue the user does not
+    review, in the same words whether it exists or not."""
+    slug = request.GET.get("queue", "")
+    if not slug:
+        return None
+    found: Queue | None = getattr(request, "_review_focus", None)
+    if found is None or found.slug != slug:  # read once a request
+        found = reviewable_queues(request.user).filter(slug=slug).first()
+    if found is None:
+        raise Http404("no such queue among yours")
+    request._review_focus = found  # type: ignore[attr-defined]
+    return found
+
+
+def _focus_query(focus: Queue | None) -> str:
+    """What every URL of the page carries to keep the focus: ``?queue=slug`` or nothing."""
+    return "?" + urlencode({"queue": focus.slug}) if focus is not None else ""
+
+
+def _queue_url(focus: Queue | None) -> str:
+    return reverse("review:queue") + _focus_query(focus)
+
+
+def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> dict[str, object]:
+    """What a reviewer needs beside the item: their queues (each one's
+    waiting count and mode, for the switcher), the waiting count and mode of
+    the queue in view, the instructions of the item's queue, their own
     recent verdicts and pace.
 
-    The waiting count is the depth kept on the policy row (exact under the
-    queue's lock, recounted by the depth-sampler beat task), read with the mode
-    and instructions in one query. Verdicts load only the columns shown."""
+    A waiting count is the depth kept on a queue's row (exact under the
+    queue's lock, recounted by the depth-sampler beat task); the queues are
+    read in one query. Verdicts load only the columns shown."""
     now = timezone.now()
     hour_ago = now - timedelta(hours=1)
     recent = _recent_answers(user)
@@ -91,11 +127,31 @@ def _context_panel(user: User) -> dict[str, object]:
         if v.claimed_at is not None and v.created_at >= v.claimed_at
     ]
     median = statistics.median(spans) if spans else None
-    queue = Queue.default()
+    mine = reviewable_queues(user).order_by("name", "slug")
+    queues = list(mine.only("slug", "name", "depth", "mode", "instructions", "archived_at"))
+    if not queues and Queue.default().open_to_all:  # the default queue is made on first use
+        queues = list(mine.only("slug", "name", "depth", "mode", "instructions", "archived_at"))
+    # An archived queue shows while items still wait in it: they still need a verdict.
+    shown = [q for q in queues if not q.archived or q.depth or (focus is not None and q.pk == focus.pk)]
+    by_pk = {q.pk: q for q in queues}
+    if item is not None and item.queue_id not in by_pk:  # held from a queue since left
+        by_pk[item.queue_id] = Queue.objects.only("slug", "name", "depth", "mode", "instructions").get(pk=item.queue_id)
+    in_view = by_pk.get(item.queue_id) if item is not None else None
+    in_view = in_view or (by_pk.get(focus.pk) if focus is not None else None)
+    if in_view is None and len(queues) == 1:
+        in_view = queues[0]
+    scope = [focus] if focus is not None else queues
     return {
-        "waiting": queue.depth,
-        "mode": queue.mode,
-        "instructions": queue.instructions,
+        "queues": shown,
+        "focus": focus,
+        "focus_query": _focus_query(focus),
+        "item_queue": by_pk.get(item.queue_id) if item is not None else None,
+        "queue_in_view": in_view,
+        "all_waiting": sum(q.depth for q in queues),
+        "waiting": sum(q.depth for q in scope),
+        "empty_queues": [q for q in scope if not q.depth],
+        "mode": in_view.mode if in_view is not None else "",
+        "instructions": in_view.instructions if in_view is not None else None,
         "recent": recent[:RECENT_VERDICTS],
         "last_hour": _last_hour(user, recent, hour_ago),
         "median_seconds": median,
@@ -111,14 +167,17 @@ def _recent_answers(user: User) -> list[Verdict]:
     item's verdict (a double review's answer, a gold answer). Listed alike,
     so nothing in the list tells a gold or a double-reviewed item apart.
     One statement (a UNION)."""
-    columns = ("decision", "reason_label", "created_at", "item_id", "item__claimed_at")
+    columns = ("decision", "reason_label", "created_at", "item_id", "item__claimed_at", "item__queue_id")
     verdicts = Verdict.objects.filter(reviewer=user).values_list(*columns)
     settled_by_them = Verdict.objects.filter(item=OuterRef("item"), reviewer=user)
     answers = Judgement.objects.filter(reviewer=user).exclude(Exists(settled_by_them)).values_list(*columns)
     rows = verdicts.union(answers, all=True).order_by("-created_at")[:PACE_SAMPLE]
     recent = []
-    for decision, label, created_at, item_id, claimed_at in rows:
-        verdict = Verdict(decision=decision, reason_label=label, created_at=created_at, item_id=item_id)
+    for decision, label, created_at, item_id, claimed_at, queue_id in rows:
+        # queue_id given, so building the (unsaved) row reads no default queue.
+        verdict = Verdict(
+            decision=decision, reason_label=label, created_at=created_at, item_id=item_id, queue_id=queue_id
+        )
         verdict.claimed_at = claimed_at
         recent.append(verdict)
     return recent
@@ -135,7 +194,7 @@ def _last_hour(user: User, recent: list[Verdict], since: datetime) -> int:
 
 
 def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 200) -> HttpResponse:
-    """The card: the fragment (context panel out of band) for htmx, else the page."""
+    """The card: the fragment (context panel and switcher out of band) for htmx, else the page."""
     item = state.item
     context: dict[str, object] = {
         "item": item,
@@ -151,7 +210,7 @@ def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 20
         "history": history(item) if item is not None else [],
         "lease_left": item.lease_seconds_left() if item is not None else 0,
         "oob": bool(request.htmx),
-        **_context_panel(request.user),
+        **_context_panel(request.user, item, _focus(request)),
     }
     template = CARD if request.htmx else "review/queue.html"
     return render(request, template, context, status=status)
@@ -164,7 +223,7 @@ def _after_post(request: HtmxHttpRequest, state: CardState) -> HttpResponse:
         return _render_card(request, state)
     for notice in state.notices:
         messages.add_message(request, messages.ERROR if notice.level == "error" else messages.INFO, notice.text)
-    return redirect("review:queue")
+    return redirect(_queue_url(_focus(request)))
 
 
 def _skipped(request: HtmxHttpRequest) -> set[int]:
@@ -175,12 +234,13 @@ def _skipped(request: HtmxHttpRequest) -> set[int]:
 def _claim_next(request: HtmxHttpRequest, notices: list[Notice], *, just_skipped: int | None = None) -> CardState:
     """The next item under a lease, skipped ones last, with ``notices`` kept."""
     skipped = _skipped(request)
-    item = services.claim(reviewer=request.user, exclude=skipped)
+    focus = _focus(request)
+    item = services.claim(reviewer=request.user, exclude=skipped, queue=focus)
     if item is None and skipped:
         # Only skipped items are left: offer them again rather than an empty
         # queue, but never hand back at once the item the reviewer just skipped.
         never = () if just_skipped is None else (just_skipped,)
-        item = services.claim(reviewer=request.user, exclude=never)
+        item = services.claim(reviewer=request.user, exclude=never, queue=focus)
         if item is not None:
             notices.append(Notice(f"Only items you skipped are left; here is #{item.pk} again."))
     if item is None and services.is_paused(request.user):
@@ -192,6 +252,16 @@ def _claim_next(request: HtmxHttpRequest, notices: list[Notice], *, just_skipped
             )
         )
     return CardState(item=item, notices=notices)
+
+
+def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.QueueError:
+    """A refused action's error as this reviewer may hear it. About an item
+    outside the queues they review, they hear what they would hear of an
+    item that does not exist: nothing tells them it exists, who holds it or
+    how it was decided. Read only when an action was refused."""
+    if ReviewItem.all_objects.filter(pk=item_id, queue__in=reviewable_queues(user)).exists():
+        return exc
+    return services.QueueError(f"item {item_id} does not exist")
 
 
 def _verdict_words(verdict: Verdict) -> str:
@@ -216,6 +286,7 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
         # verdict, in the same words, and what the others said stays unseen.
         verdict = Verdict(
             item_id=item_id,
+            queue_id=None,  # shown, never saved: no queue to read
             reviewer=reviewer,
             decision=mine.decision,
             reason_label=mine.reason_label,
@@ -303,7 +374,7 @@ def reviewer_post(view: V) -> V:
     @functools.wraps(view)
     def action(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.method == "GET":
-            return redirect("review:queue")
+            return redirect(_queue_url(_focus(request)))
         return view(request, *args, **kwargs)
 
     return cast(V, require_http_methods(["GET", "POST"])(reviewer_required(action)))
@@ -312,8 +383,8 @@ def reviewer_post(view: V) -> V:
 @require_GET
 @reviewer_required
 def queue(request: HtmxHttpRequest) -> HttpResponse:
-    """The page: the item this reviewer holds, else a Start button. A GET
-    never claims: claiming changes data and is a POST.
+    """The page: the item this reviewer holds, else a Start button, under the
+    queue switcher. A GET never claims: claiming changes data and is a POST.
 
     Also the empty queue's poll target (``review:waiting``): the card, which
     keeps polling while the queue is empty and shows the Next button once
@@ -387,13 +458,14 @@ def _record_verdict(
         )
     except services.InvalidInput:
         raise
-    except services.AlreadyDecided:
-        return _already_decided(item_id, request.user, approve, reason_label)
-    except services.LeaseExpired:
-        return None
-    except services.NotLeaseHolder:
-        return Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error")
-    except services.QueueError as exc:
+    except services.QueueError as caught:
+        exc = _as_seen(request.user, item_id, caught)
+        if isinstance(exc, services.AlreadyDecided):
+            return _already_decided(item_id, request.user, approve, reason_label)
+        if isinstance(exc, services.LeaseExpired):
+            return None
+        if isinstance(exc, services.NotLeaseHolder):
+            return Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error")
         return Notice(f"{exc.message}. Your verdict was not recorded.", "error")
     verb = "Approved" if approve else f"Rejected ({ReasonLabel(reason_label).label})"
     if verdict.decision == Verdict.Decision.EDIT:
@@ -432,7 +504,7 @@ def skip(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     try:
         services.release(item_id=item_id, reviewer=request.user)
     except services.QueueError as exc:
-        notices.append(Notice(f"{exc.message}.", "error"))
+        notices.append(Notice(f"{_as_seen(request.user, item_id, exc).message}.", "error"))
         return _after_post(request, CardState(item=None, notices=notices))
     skipped = list(_skipped(request) | {item_id})[-50:]
     request.session[SKIPPED_KEY] = skipped
@@ -451,18 +523,17 @@ def renew(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     try:
         item = services.renew(item_id=item_id, reviewer=request.user)
     except services.QueueError as exc:
+        said = _as_seen(request.user, item_id, exc).message
         response = _render_card(
             request,
-            CardState(
-                item=None, notices=[Notice(f"{exc.message}. Nothing was lost: press n for the next item.", "error")]
-            ),
+            CardState(item=None, notices=[Notice(f"{said}. Nothing was lost: press n for the next item.", "error")]),
         )
         if request.htmx:
             # The lease element asked, but the whole card must change.
             return retarget(reswap(response, "outerHTML"), "#card")
         return response
     if not request.htmx:
-        return redirect("review:queue")
+        return redirect(_queue_url(_focus(request)))
     return render(request, LEASE, {"item": item, "lease_left": item.lease_seconds_left()})
 
 
@@ -528,12 +599,14 @@ def send_back(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
         verdict = services.send_back(item_id=item_id, reviewer=request.user, note=note)
     except services.InvalidInput as exc:
         return _invalid_panel(request, item_id, CardState(item=None, panel="send_back", send_back_note=note), exc)
-    except services.AlreadyDecided:
-        said = _already_decided(item_id, request.user, False, "", tried="send-back")
-    except services.LeaseExpired:
-        said = None
-    except services.QueueError as exc:
-        said = Notice(f"{exc.message}. Your send-back was not recorded.", "error")
+    except services.QueueError as caught:
+        exc = _as_seen(request.user, item_id, caught)
+        if isinstance(exc, services.AlreadyDecided):
+            said = _already_decided(item_id, request.user, False, "", tried="send-back")
+        elif isinstance(exc, services.LeaseExpired):
+            said = None
+        else:
+            said = Notice(f"{exc.message}. Your send-back was not recorded.", "error")
     else:
         said = Notice(_sent_back_words(verdict))
     state = _claim_next(request, [] if said is None else [said])
@@ -631,10 +704,13 @@ def _diff_kind(line: str) -> str:
 
 
 def _may_see(user: User, item: ReviewItem, verdict: Verdict | None) -> bool:
-    """Operators see every item; a reviewer, the items they decided, answered
-    (a double review or a gold copy) or hold."""
+    """Operators see every item of every queue; a reviewer, the items of the
+    queues they review that they decided, answered (a double review or a
+    gold copy) or hold."""
     if is_operator(user):
         return True
+    if not reviewable_queues(user).filter(pk=item.queue_id).exists():
+        return False
     if verdict is not None and verdict.reviewer_id == user.pk:
         return True
     if item.status == ReviewItem.Status.CLAIMED and item.lease_holder_id == user.pk:
@@ -719,7 +795,7 @@ def item_page(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
         raise PermissionDenied
     # Every item, gold copies included: the reviewer who holds or answered a
     # copy gets its page as for any other item (a 404 would tell it apart).
-    item = ReviewItem.all_objects.select_related("verdict__reviewer").filter(pk=item_id).first()
+    item = ReviewItem.all_objects.select_related("verdict__reviewer", "queue").filter(pk=item_id).first()
     verdict = getattr(item, "verdict", None) if item is not None else None
     if item is None or not _may_see(user, item, verdict):
         raise Http404("no such item")

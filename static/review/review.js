@@ -106,6 +106,17 @@
     if (el) el.click();
   }
 
+  // q: the queue switcher, on the queue in view; Tab moves along it, Enter follows.
+  function focusSwitcher() {
+    var switcher = document.getElementById("queue-switcher");
+    if (!switcher) return;
+    var link = switcher.querySelector('a[aria-current="page"]') || switcher.querySelector("a");
+    if (link) {
+      link.focus();
+      link.scrollIntoView({ block: "nearest", inline: "nearest" });
+    }
+  }
+
   function toggleShortcuts() {
     var dialog = document.getElementById("shortcuts");
     if (!dialog) return;
@@ -172,6 +183,7 @@
     else if (key === "s") clickIfPresent("skip-button");
     else if (key === "u") clickIfPresent("undo-button");
     else if (key === "n") clickIfPresent("next-button");
+    else if (key === "q") focusSwitcher();
     else if (key === "?") toggleShortcuts();
     else if (key === "Escape") {
       arm(null);

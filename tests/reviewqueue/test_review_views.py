@@ -216,8 +216,7 @@ def test_it_explains_the_draft_badge(rita_client: Client, reviewer: User, admit_
 
 
 def test_it_shows_a_banner_in_draft_mode(rita_client: Client, db: None) -> None:
-    Queue.current()
-    Queue.objects.filter(pk=1).update(mode="draft")
+    Queue.objects.filter(pk=Queue.current().pk).update(mode="draft")
     body = queue_page(rita_client)
     assert 'class="banner draft"' in body
 
@@ -264,8 +263,7 @@ def test_it_shows_a_scored_attempts_estimated_quality(
 
 
 def test_it_shows_the_queue_instructions_as_sanitised_markdown(rita_client: Client, db: None) -> None:
-    Queue.current()
-    Queue.objects.filter(pk=1).update(
+    Queue.objects.filter(pk=Queue.current().pk).update(
         instructions="**Approve** only what you would ship.\n\n<script>alert(1)</script> [x](javascript:alert(2))"
     )
     body = queue_page(rita_client)

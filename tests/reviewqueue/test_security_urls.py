@@ -195,3 +195,76 @@ def test_it_keeps_the_admin_from_staff_less_operators(client: Client, operator: 
     client.force_login(operator)
     response = client.get("/admin/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+# --- the walls between queues -----------------------------------------------------------------------
+# Every route that names an item, requested by a reviewer who does not review
+# the item's queue: none shows the item, says more of it than of an item that
+# does not exist, or changes it. Operators' and token routes are refused
+# whole (above); here they must refuse this reviewer too.
+
+ITEM_ROUTES = [r for r in PROTECTED if re.search(r"<(?:\w+:)?item_id>", r.route)]
+WALLED_TEXT = "WALLED-QUEUE-SECRET"
+
+
+def test_the_walk_finds_the_routes_that_name_an_item() -> None:
+    names = set(_ids(ITEM_ROUTES))
+    assert {"review_item", "review:decide", "review:skip", "review:renew", "review:send_back"} <= names
+    assert {"ops:gold_mark", "ops:quality_settle", "api:item_status"} <= names
+
+
+@pytest.fixture
+def walled_item(make_user: Any, admit_item: Any) -> tuple[Any, dict[str, Any]]:
+    """An item of the queue "walled", which only ravi reviews; ravi holds it.
+    Returns the item and its row as stored, to compare after each request."""
+    from reviewqueue import services
+    from reviewqueue.models import Queue, ReviewItem
+
+    ravi = make_user("ravi", "reviewer")
+    walled = services.create_queue(user=None, slug="walled", name="Walled")
+    walled.members.add(ravi)
+    Queue.objects.filter(pk=Queue.default().pk).update(open_to_all=False)
+    item = admit_item(queue="walled", task_description=WALLED_TEXT, final_output=WALLED_TEXT).item
+    assert services.claim(reviewer=ravi).pk == item.pk
+    return item, ReviewItem.objects.values().get(pk=item.pk)
+
+
+def _notice_texts(body: str) -> list[str]:
+    return re.findall(r'<p class="notice notice-\w+">(.*?)</p>', body, re.DOTALL)
+
+
+@pytest.mark.parametrize("route", ITEM_ROUTES, ids=_ids(ITEM_ROUTES))
+@pytest.mark.parametrize("htmx", [False, True], ids=["form", "htmx"])
+def test_no_route_shows_an_item_to_a_reviewer_outside_its_queue(
+    client: Client,
+    reviewer: Any,
+    values: dict[str, str],
+    walled_item: tuple[Any, dict[str, Any]],
+    route: Route,
+    htmx: bool,
+) -> None:
+    from reviewqueue.models import ReviewItem, Verdict
+
+    item, stored = walled_item
+    ghost = item.pk + 10_000
+    client.force_login(reviewer)
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    form = {"decision": "approve", "note": "n", "expected_decision": "approve", "decision_settled": "approve"}
+    for method in ("get", "post"):
+        send = getattr(client, method)
+        seen = send(_url(route, {**values, "item_id": str(item.pk)}), form, follow=not htmx, **headers)
+        missing = send(_url(route, {**values, "item_id": str(ghost)}), form, follow=not htmx, **headers)
+        body = seen.content.decode()
+        assert WALLED_TEXT not in body, f"{method.upper()} {route.name} showed the item"
+        assert seen.status_code == missing.status_code, f"{method.upper()} {route.name}"
+        if route.name == "review_item":
+            assert seen.status_code == (404 if method == "get" else 405)
+        elif route.namespace == "ops":
+            assert seen.status_code in (403, 405)
+        elif route.namespace == "api":
+            assert seen.status_code in (401, 405)
+        else:  # the reviewer's actions: the same words as for an item that does not exist
+            said = [text.replace(str(ghost), str(item.pk)) for text in _notice_texts(missing.content.decode())]
+            assert _notice_texts(body) == said, f"{method.upper()} {route.name}"
+    assert ReviewItem.objects.values().get(pk=item.pk) == stored
+    assert not Verdict.objects.filter(item=item).exists()
