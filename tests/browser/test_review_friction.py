@@ -70,7 +70,7 @@ def on_screen(page: Any, selector: str) -> bool:
 def draft_mode() -> None:
     """The banner's state; set after admitting, which recomputes the mode from depth."""
     Queue.current()
-    Queue.objects.filter(pk=1).update(mode="draft")
+    Queue.objects.filter(pk=Queue.default().pk).update(mode="draft")
 
 
 def test_it_goes_straight_on_to_the_next_item_after_a_skip(screen, width, login, make_user, admit_item):
@@ -140,7 +140,7 @@ def test_it_rejects_with_a_reason_by_tap_or_key(screen, width, login, make_user,
 def test_it_shows_the_instructions_on_the_page_and_in_help(screen, width, login, make_user, admit_item, artifacts):
     make_user("rita", "reviewer")
     Queue.current()
-    Queue.objects.filter(pk=1).update(
+    Queue.objects.filter(pk=Queue.default().pk).update(
         instructions="**Approve** only code you would merge today.\n\n"
         "- tests are hidden from the agent, not from you\n"
         '- <img src=x onerror="window.pwned = 1"> [odd link](javascript:window.pwned=2)'

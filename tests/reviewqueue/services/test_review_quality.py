@@ -396,7 +396,7 @@ def test_the_noise_aware_tuner_discounts_a_coin_flipping_reviewer(
 ) -> None:
     ann, ben, _ = team
     small_queue(capacity=50, double_review_rate=0, gold_rate=0, tuner_window=4, step_limit=5, tuner_rule=rule)
-    Queue.objects.filter(pk=1).update(
+    Queue.objects.filter(pk=Queue.default().pk).update(
         reliability={"errors": {str(ben.pk): 0.45, str(ann.pk): 0.01}, "default_error": 0.1, "approve_share": 0.6}
     )
     for _ in range(4):
@@ -413,7 +413,7 @@ def test_the_noise_aware_tuner_follows_a_reliable_reviewer(
 ) -> None:
     ann, _, _ = team
     small_queue(capacity=50, double_review_rate=0, gold_rate=0, tuner_window=4, step_limit=5, tuner_rule="noise_aware")
-    Queue.objects.filter(pk=1).update(
+    Queue.objects.filter(pk=Queue.default().pk).update(
         reliability={"errors": {str(ann.pk): 0.01}, "default_error": 0.1, "approve_share": 0.6}
     )
     for _ in range(4):
