@@ -84,7 +84,7 @@ def seed_reviewers(clients: int) -> list[ClientLog]:
     from reviewqueue.access import ensure_groups
     from reviewqueue.models import Queue
 
-    Queue.objects.update_or_create(pk=1, defaults={"capacity": 1_000_000, "double_review_rate": 0})
+    Queue.objects.filter(pk=Queue.default().pk).update(capacity=1_000_000, double_review_rate=0)
     groups = ensure_groups()
     hashed = make_password(PASSWORD)
     logs = []
@@ -237,7 +237,7 @@ def depth_drift() -> int:
     from reviewqueue.models import Queue, ReviewItem
 
     waiting = ReviewItem.objects.filter(status__in=ReviewItem.WAITING).count()
-    return Queue.objects.get(pk=1).depth - waiting
+    return Queue.default().depth - waiting
 
 
 def verify(logs: list[ClientLog], baseline_seeded: int) -> dict[str, int]:

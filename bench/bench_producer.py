@@ -134,7 +134,7 @@ def verify(real: Side, baseline: Side) -> dict[str, int]:
         "real_missing": real.sent - real_rows,
         "real_not_enqueued": real.sent - real.created,
         "baseline_missing": baseline.sent - baseline_rows,
-        "depth_drift": Queue.objects.get(pk=1).depth - real_rows,
+        "depth_drift": Queue.default().depth - real_rows,
         "waiting": waiting,
     }
 
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> bool:
         from reviewqueue.models import Queue
 
         try:
-            Queue.objects.update_or_create(pk=1, defaults={"capacity": 10_000_000})
+            Queue.objects.filter(pk=Queue.default().pk).update(capacity=10_000_000)
             token = issue_producer_token(PRODUCER)
             connections.close_all()
             port = free_port()

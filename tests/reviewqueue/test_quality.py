@@ -315,8 +315,8 @@ def test_gold_accuracy_per_reviewer(make_user: Callable[..., Any], fresh_cache: 
     ReviewerStanding.objects.create(
         reviewer=cy, flagged_at=now - timedelta(days=2), paused_at=now - timedelta(days=2), reinstated_at=now
     )
-    Queue.objects.update_or_create(
-        pk=1, defaults={"reliability": {"errors": {str(ann.pk): 0.15, "nobody": 0.5}, "default_error": 0.1}}
+    Queue.objects.filter(pk=Queue.default().pk).update(
+        reliability={"errors": {str(ann.pk): 0.15, "nobody": 0.5}, "default_error": 0.1}
     )
     _double_review([(bob, "approve"), (cy, "approve")])
 
