@@ -1,8 +1,9 @@
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from . import models, services, webhooks
+from .services import routing
 from .views.auth import RateLimitedAdminAuthenticationForm
 from .webhooks import CallbackRefused, check_callback_url
 
@@ -55,24 +56,107 @@ class VerdictAdmin(ReadOnlyAdmin):
 
 
 @admin.register(models.Queue)
-class QueuePolicyAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "capacity", "high_watermark", "low_watermark", "step_limit", "mode", "updated_at")
-    # depth and mode are kept by the services under the row lock; an edit here would desynchronise them.
-    readonly_fields = ("mode", "depth", "updated_at")
+class QueueAdmin(admin.ModelAdmin):
+    """Queues are added through services.create_queue and changed through
+    services.policy_update (validated and audited like the operator pages);
+    a queue is archived or restored, never deleted: its items and history
+    refer to it."""
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        # One policy row: adding is possible only before it exists, and only with the right.
-        return super().has_add_permission(request) and not models.Queue.objects.exists()
+    list_display = ("slug", "name", "capacity", "depth", "mode", "is_archived", "step_limit", "updated_at")
+    list_filter = ("mode", ("archived_at", admin.EmptyFieldListFilter), "open_to_all")
+    search_fields = ("slug", "name")
+    filter_horizontal = ("members", "member_groups")
+    # depth and mode are kept by the services under the row lock; an edit here would desynchronise them.
+    # The tuner's expected step limit and the reviewers' reliability are the services' too.
+    readonly_fields = (
+        "mode",
+        "depth",
+        "expected_step_limit",
+        "reliability",
+        "archived_at",
+        "created_at",
+        "updated_at",
+    )
+    actions = ["archive", "restore"]
+
+    @admin.display(description="archived", boolean=True)
+    def is_archived(self, obj: models.Queue) -> bool:
+        return obj.archived
+
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        # Producers and routing rules name a queue by its slug: it is chosen once.
+        return (*self.readonly_fields, "slug") if obj is not None else self.readonly_fields
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
-        # Through the service, so an admin edit is audited like any other.
-        from .services import policy_update
-
+        # Through the services, so an admin edit is validated and audited like any other,
+        # and the row's depth and mode (written under its lock) are never overwritten.
         changes = {name: getattr(obj, name) for name in models.Queue.EDITABLE_FIELDS}
         if change:
-            policy_update(user=request.user, changes=changes)
+            services.policy_update(user=request.user, changes=changes, queue=obj)
         else:
-            super().save_model(request, obj, form, change)
+            created = services.create_queue(user=request.user, slug=obj.slug, name=obj.name, settings=changes)
+            obj.pk = created.pk
+        models.Queue.objects.filter(pk=obj.pk).update(name=obj.name, open_to_all=obj.open_to_all)
+        routing.forget()
+
+    def _set_archived(self, request, queryset, archived: bool) -> None:  # type: ignore[no-untyped-def]
+        done = 0
+        for queue in queryset:
+            try:
+                services.archive_queue(queue=queue, user=request.user, archived=archived)
+            except services.InvalidInput as exc:
+                self.message_user(request, f"{queue.slug}: {exc.message}", level=messages.ERROR)
+            else:
+                done += 1
+        self.message_user(request, f"{done} queue(s) {'archived' if archived else 'restored'}.")
+
+    @admin.action(description="Archive selected queues (they accept nothing new)")
+    def archive(self, request, queryset):  # type: ignore[no-untyped-def]
+        self._set_archived(request, queryset, True)
+
+    @admin.action(description="Restore selected queues")
+    def restore(self, request, queryset):  # type: ignore[no-untyped-def]
+        self._set_archived(request, queryset, False)
+
+
+@admin.register(models.RoutingRule)
+class RoutingRuleAdmin(admin.ModelAdmin):
+    """Routing rules in the order they are tried (ARCHITECTURE.md, "Many queues")."""
+
+    list_display = (
+        "position",
+        "producer",
+        "task_kind",
+        "min_priority",
+        "max_priority",
+        "task_id_prefix",
+        "queue",
+        "enabled",
+    )
+    list_editable = ("enabled",)
+    list_filter = ("enabled", "queue")
+    ordering = ("position", "id")
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):  # type: ignore[no-untyped-def]
+        if db_field.name == "queue":
+            # Only a queue that accepts work can be a rule's target.
+            kwargs["queryset"] = models.Queue.objects.active()
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        super().save_model(request, obj, form, change)
+        routing.forget()
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        super().delete_model(request, obj)
+        routing.forget()
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        super().delete_queryset(request, queryset)
+        routing.forget()
 
 
 @admin.register(models.FilterRule)
