@@ -138,6 +138,7 @@ class RoutingRuleAdmin(admin.ModelAdmin):
     )
     list_editable = ("enabled",)
     list_filter = ("enabled", "queue")
+    readonly_fields = ("created_at",)
     ordering = ("position", "id")
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):  # type: ignore[no-untyped-def]

@@ -232,13 +232,16 @@ def mode_durations(window: timedelta, *, now: datetime | None = None, queue: Que
         # depth sample there was no queue to be in any mode. (The queue
         # ``default`` may hold items older than its row: it was made from the
         # single queue that came before.)
-        first_seen = []
-        for model in (ReviewItem, DepthSample):
-            rows = model.objects.filter(queue_id=row.pk)
-            if rows.filter(created_at__lte=since).exists():
-                first_seen.append(since)
-            elif first := rows.order_by("created_at").values_list("created_at", flat=True).first():
-                first_seen.append(first)
+        first_seen = [
+            first
+            for model in (ReviewItem, DepthSample)
+            if (
+                first := model.objects.filter(queue_id=row.pk)
+                .order_by("created_at")
+                .values_list("created_at", flat=True)
+                .first()
+            )
+        ]
         since = max(since, min(first_seen, default=now))
     log = ModeChange.objects.filter(queue_id=row.pk)
     changes = list(

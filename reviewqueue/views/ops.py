@@ -135,8 +135,8 @@ def announcement(queue: Queue, ratio_warning: bool) -> str:
 
 
 def dashboard_context(queue: Queue) -> dict[str, Any]:
+    """One queue's dashboard; ``queue`` is read in this request (queue_for_operator)."""
     now = timezone.now()
-    queue = Queue.current(queue)
     counts = stats.waiting_counts(queue=queue)
     flow = stats.rates(stats.RATE_WINDOWS[stats.DEFAULT_RATE_WINDOW], now=now, queue=queue)
     rule_text, rule_css = ratio_rule(flow.ratio)
