@@ -31,6 +31,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class ReviewItemAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
+        "queue",
         "task_id",
         "status",
         "label",
@@ -40,7 +41,7 @@ class ReviewItemAdmin(ReadOnlyAdmin):
         "attempt_count",
         "created_at",
     )
-    list_filter = ("status", "label", "draft", "cutoff_reason", "task_kind")
+    list_filter = ("queue", "status", "label", "draft", "cutoff_reason", "task_kind")
     search_fields = ("task_id", "idempotency_key", "source_run_id", "task_description")
     readonly_fields = ("created_at", "updated_at", "claimed_at", "decided_at", "shed_at", "idempotency_key")
     raw_id_fields = ("lease_holder",)
@@ -49,8 +50,8 @@ class ReviewItemAdmin(ReadOnlyAdmin):
 
 @admin.register(models.Verdict)
 class VerdictAdmin(ReadOnlyAdmin):
-    list_display = ("id", "item", "reviewer", "decision", "reason_label", "counts_for_tuner", "created_at")
-    list_filter = ("decision", "reason_label", "counts_for_tuner")
+    list_display = ("id", "queue", "item", "reviewer", "decision", "reason_label", "counts_for_tuner", "created_at")
+    list_filter = ("queue", "decision", "reason_label", "counts_for_tuner")
     raw_id_fields = ("item", "reviewer")
     date_hierarchy = "created_at"
 
@@ -162,41 +163,47 @@ class RoutingRuleAdmin(admin.ModelAdmin):
 
 @admin.register(models.FilterRule)
 class FilterRuleAdmin(admin.ModelAdmin):
-    list_display = ("label", "gate", "status", "count_at_proposal", "proposed_at", "decided_by")
-    list_filter = ("status",)
+    list_display = ("queue", "label", "gate", "status", "count_at_proposal", "proposed_at", "decided_by")
+    list_filter = ("queue", "status")
 
 
 @admin.register(models.LabelCount)
 class LabelCountAdmin(ReadOnlyAdmin):
-    list_display = ("label", "count")
+    list_display = ("queue", "label", "count")
+    list_filter = ("queue",)
 
 
 @admin.register(models.ModeChange)
 class ModeChangeAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "previous", "mode", "depth")
-    list_filter = ("mode",)
+    list_display = ("created_at", "queue", "previous", "mode", "depth")
+    list_filter = ("queue", "mode")
 
 
 @admin.register(models.CircuitBreakerEntry)
 class CircuitBreakerEntryAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "item", "priority", "depth", "capacity", "incoming")
+    # An entry belongs to its item's queue.
+    list_filter = (("item__queue", admin.RelatedOnlyFieldListFilter),)
     raw_id_fields = ("item", "displaced_by")
 
 
 @admin.register(models.StepLimitChange)
 class StepLimitChangeAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "previous", "step_limit", "approve_rate", "changed_by")
+    list_display = ("created_at", "queue", "previous", "step_limit", "approve_rate", "changed_by")
+    list_filter = ("queue",)
     raw_id_fields = ("verdict",)
 
 
 @admin.register(models.PolicyAudit)
 class PolicyAuditAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "user", "__str__")
+    list_display = ("created_at", "queue", "user", "__str__")
+    list_filter = ("queue",)
 
 
 @admin.register(models.DepthSample)
 class DepthSampleAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "depth", "pending", "claimed", "mode", "capacity", "step_limit")
+    list_display = ("created_at", "queue", "depth", "pending", "claimed", "mode", "capacity", "step_limit")
+    list_filter = ("queue",)
 
 
 @admin.register(models.LoopRun)
@@ -212,7 +219,7 @@ class LoopRunAdmin(ReadOnlyAdmin):
         "deliveries",
         "created_at",
     )
-    list_filter = ("outcome", "stop_reason", "draft", "sampled")
+    list_filter = ("queue", "outcome", "stop_reason", "draft", "sampled")
     search_fields = ("run_id", "task_id")
     raw_id_fields = ("item",)
 
@@ -339,5 +346,5 @@ class ReviewerStandingAdmin(ReadOnlyAdmin):
 
 @admin.register(models.SimulationRun)
 class SimulationRunAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "status", "progress_done", "progress_total", "created_by", "created_at")
-    list_filter = ("status",)
+    list_display = ("id", "queue", "name", "status", "progress_done", "progress_total", "created_by", "created_at")
+    list_filter = ("queue", "status")
