@@ -37,6 +37,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def two_queues(db: None) -> tuple[Queue, Queue]:
+    Queue.default()
     a = services.create_queue(user=None, slug="team-a", name="Team A", settings={"capacity": 10})
     b = services.create_queue(user=None, slug="team-b", name="Team B", settings={"capacity": 20})
     return a, b
