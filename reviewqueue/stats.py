@@ -232,15 +232,13 @@ def mode_durations(window: timedelta, *, now: datetime | None = None, queue: Que
         # depth sample there was no queue to be in any mode. (The queue
         # ``default`` may hold items older than its row: it was made from the
         # single queue that came before.)
+        # A young queue holds only young rows, so the earliest is read through
+        # the queue's own rows (its foreign-key index), never by walking the
+        # whole history's created_at index until this queue's first row.
         first_seen = [
             first
             for model in (ReviewItem, DepthSample)
-            if (
-                first := model.objects.filter(queue_id=row.pk)
-                .order_by("created_at")
-                .values_list("created_at", flat=True)
-                .first()
-            )
+            if (first := model.objects.filter(queue_id=row.pk).aggregate(t=Min("created_at"))["t"])
         ]
         since = max(since, min(first_seen, default=now))
     log = ModeChange.objects.filter(queue_id=row.pk)
