@@ -40,30 +40,12 @@ from ..services.simulations import execute_simulation
 from ..tasks.ops import run_simulation
 from .http import HtmxHttpRequest
 from .quality import dashboard_summary
-from .queues import queue_scoped, scope_context, scoped_url
+from .queues import fmt_duration, fmt_ratio, queue_scoped, scope_context, scoped_url
 
 POLL_SECONDS = 5
 
 
 # --- dashboard --------------------------------------------------------------------------
-
-
-def fmt_duration(seconds: float | None) -> str:
-    """'1 h 05 min', '3 min 20 s', '12 s' — short enough for a table cell."""
-    if seconds is None:
-        return "—"
-    s = int(seconds)
-    if s >= 3600:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    if s >= 60:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s} s"
-
-
-def fmt_ratio(ratio: float | None) -> str:
-    if ratio is None:
-        return "—"
-    return "∞" if math.isinf(ratio) else f"{ratio:.2f}"
 
 
 def ratio_rule(ratio: float | None) -> tuple[str, str]:

@@ -12,6 +12,7 @@ readable.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -104,6 +105,27 @@ def scoped_url(name: str, queue: Queue, *args: Any) -> str:
     return reverse(name, args=args) + scope_query(queue)
 
 
+# --- numbers as the operator pages write them ------------------------------------------------
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """'1 h 05 min', '3 min 20 s', '12 s' — short enough for a table cell."""
+    if seconds is None:
+        return "—"
+    s = int(seconds)
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s} s"
+
+
+def fmt_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "—"
+    return "∞" if math.isinf(ratio) else f"{ratio:.2f}"
+
+
 # --- the overview ---------------------------------------------------------------------------
 
 
@@ -145,8 +167,6 @@ def overview_rows(*, now: datetime | None = None) -> list[QueueRow]:
 
 
 def overview_context(form: QueueCreateForm) -> dict[str, Any]:
-    from .ops import fmt_duration, fmt_ratio
-
     rows = overview_rows()
     shown = [
         {
