@@ -1,8 +1,9 @@
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from . import models, services, webhooks
+from .services import routing
 from .views.auth import RateLimitedAdminAuthenticationForm
 from .webhooks import CallbackRefused, check_callback_url
 
@@ -30,6 +31,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class ReviewItemAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
+        "queue",
         "task_id",
         "status",
         "label",
@@ -39,7 +41,7 @@ class ReviewItemAdmin(ReadOnlyAdmin):
         "attempt_count",
         "created_at",
     )
-    list_filter = ("status", "label", "draft", "cutoff_reason", "task_kind")
+    list_filter = ("queue", "status", "label", "draft", "cutoff_reason", "task_kind")
     search_fields = ("task_id", "idempotency_key", "source_run_id", "task_description")
     readonly_fields = ("created_at", "updated_at", "claimed_at", "decided_at", "shed_at", "idempotency_key")
     raw_id_fields = ("lease_holder",)
@@ -48,70 +50,160 @@ class ReviewItemAdmin(ReadOnlyAdmin):
 
 @admin.register(models.Verdict)
 class VerdictAdmin(ReadOnlyAdmin):
-    list_display = ("id", "item", "reviewer", "decision", "reason_label", "counts_for_tuner", "created_at")
-    list_filter = ("decision", "reason_label", "counts_for_tuner")
+    list_display = ("id", "queue", "item", "reviewer", "decision", "reason_label", "counts_for_tuner", "created_at")
+    list_filter = ("queue", "decision", "reason_label", "counts_for_tuner")
     raw_id_fields = ("item", "reviewer")
     date_hierarchy = "created_at"
 
 
 @admin.register(models.Queue)
-class QueuePolicyAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "capacity", "high_watermark", "low_watermark", "step_limit", "mode", "updated_at")
-    # depth and mode are kept by the services under the row lock; an edit here would desynchronise them.
-    readonly_fields = ("mode", "depth", "updated_at")
+class QueueAdmin(admin.ModelAdmin):
+    """Queues are added through services.create_queue and changed through
+    services.policy_update (validated and audited like the operator pages);
+    a queue is archived or restored, never deleted: its items and history
+    refer to it."""
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        # One policy row: adding is possible only before it exists, and only with the right.
-        return super().has_add_permission(request) and not models.Queue.objects.exists()
+    list_display = ("slug", "name", "capacity", "depth", "mode", "is_archived", "step_limit", "updated_at")
+    list_filter = ("mode", ("archived_at", admin.EmptyFieldListFilter), "open_to_all")
+    search_fields = ("slug", "name")
+    filter_horizontal = ("members", "member_groups")
+    # depth and mode are kept by the services under the row lock; an edit here would desynchronise them.
+    # The tuner's expected step limit and the reviewers' reliability are the services' too.
+    readonly_fields = (
+        "mode",
+        "depth",
+        "expected_step_limit",
+        "reliability",
+        "archived_at",
+        "created_at",
+        "updated_at",
+    )
+    actions = ["archive", "restore"]
+
+    @admin.display(description="archived", boolean=True)
+    def is_archived(self, obj: models.Queue) -> bool:
+        return obj.archived
+
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        # Producers and routing rules name a queue by its slug: it is chosen once.
+        return (*self.readonly_fields, "slug") if obj is not None else self.readonly_fields
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
-        # Through the service, so an admin edit is audited like any other.
-        from .services import policy_update
-
+        # Through the services, so an admin edit is validated and audited like any other,
+        # and the row's depth and mode (written under its lock) are never overwritten.
         changes = {name: getattr(obj, name) for name in models.Queue.EDITABLE_FIELDS}
         if change:
-            policy_update(user=request.user, changes=changes)
+            services.policy_update(user=request.user, changes=changes, queue=obj)
         else:
-            super().save_model(request, obj, form, change)
+            created = services.create_queue(user=request.user, slug=obj.slug, name=obj.name, settings=changes)
+            obj.pk = created.pk
+        models.Queue.objects.filter(pk=obj.pk).update(name=obj.name, open_to_all=obj.open_to_all)
+        routing.forget()
+
+    def _set_archived(self, request, queryset, archived: bool) -> None:  # type: ignore[no-untyped-def]
+        done = 0
+        for queue in queryset:
+            try:
+                services.archive_queue(queue=queue, user=request.user, archived=archived)
+            except services.InvalidInput as exc:
+                self.message_user(request, f"{queue.slug}: {exc.message}", level=messages.ERROR)
+            else:
+                done += 1
+        self.message_user(request, f"{done} queue(s) {'archived' if archived else 'restored'}.")
+
+    @admin.action(description="Archive selected queues (they accept nothing new)")
+    def archive(self, request, queryset):  # type: ignore[no-untyped-def]
+        self._set_archived(request, queryset, True)
+
+    @admin.action(description="Restore selected queues")
+    def restore(self, request, queryset):  # type: ignore[no-untyped-def]
+        self._set_archived(request, queryset, False)
+
+
+@admin.register(models.RoutingRule)
+class RoutingRuleAdmin(admin.ModelAdmin):
+    """Routing rules in the order they are tried (ARCHITECTURE.md, "Many queues")."""
+
+    list_display = (
+        "position",
+        "producer",
+        "task_kind",
+        "min_priority",
+        "max_priority",
+        "task_id_prefix",
+        "queue",
+        "enabled",
+    )
+    list_editable = ("enabled",)
+    list_filter = ("enabled", "queue")
+    readonly_fields = ("created_at",)
+    ordering = ("position", "id")
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):  # type: ignore[no-untyped-def]
+        if db_field.name == "queue":
+            # Only a queue that accepts work can be a rule's target.
+            kwargs["queryset"] = models.Queue.objects.active()
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        super().save_model(request, obj, form, change)
+        routing.forget()
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        super().delete_model(request, obj)
+        routing.forget()
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        super().delete_queryset(request, queryset)
+        routing.forget()
 
 
 @admin.register(models.FilterRule)
 class FilterRuleAdmin(admin.ModelAdmin):
-    list_display = ("label", "gate", "status", "count_at_proposal", "proposed_at", "decided_by")
-    list_filter = ("status",)
+    list_display = ("queue", "label", "gate", "status", "count_at_proposal", "proposed_at", "decided_by")
+    list_filter = ("queue", "status")
 
 
 @admin.register(models.LabelCount)
 class LabelCountAdmin(ReadOnlyAdmin):
-    list_display = ("label", "count")
+    list_display = ("queue", "label", "count")
+    list_filter = ("queue",)
 
 
 @admin.register(models.ModeChange)
 class ModeChangeAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "previous", "mode", "depth")
-    list_filter = ("mode",)
+    list_display = ("created_at", "queue", "previous", "mode", "depth")
+    list_filter = ("queue", "mode")
 
 
 @admin.register(models.CircuitBreakerEntry)
 class CircuitBreakerEntryAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "item", "priority", "depth", "capacity", "incoming")
+    # An entry belongs to its item's queue.
+    list_filter = (("item__queue", admin.RelatedOnlyFieldListFilter),)
     raw_id_fields = ("item", "displaced_by")
 
 
 @admin.register(models.StepLimitChange)
 class StepLimitChangeAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "previous", "step_limit", "approve_rate", "changed_by")
+    list_display = ("created_at", "queue", "previous", "step_limit", "approve_rate", "changed_by")
+    list_filter = ("queue",)
     raw_id_fields = ("verdict",)
 
 
 @admin.register(models.PolicyAudit)
 class PolicyAuditAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "user", "__str__")
+    list_display = ("created_at", "queue", "user", "__str__")
+    list_filter = ("queue",)
 
 
 @admin.register(models.DepthSample)
 class DepthSampleAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "depth", "pending", "claimed", "mode", "capacity", "step_limit")
+    list_display = ("created_at", "queue", "depth", "pending", "claimed", "mode", "capacity", "step_limit")
+    list_filter = ("queue",)
 
 
 @admin.register(models.LoopRun)
@@ -127,7 +219,7 @@ class LoopRunAdmin(ReadOnlyAdmin):
         "deliveries",
         "created_at",
     )
-    list_filter = ("outcome", "stop_reason", "draft", "sampled")
+    list_filter = ("queue", "outcome", "stop_reason", "draft", "sampled")
     search_fields = ("run_id", "task_id")
     raw_id_fields = ("item",)
 
@@ -254,5 +346,5 @@ class ReviewerStandingAdmin(ReadOnlyAdmin):
 
 @admin.register(models.SimulationRun)
 class SimulationRunAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "status", "progress_done", "progress_total", "created_by", "created_at")
-    list_filter = ("status",)
+    list_display = ("id", "queue", "name", "status", "progress_done", "progress_total", "created_by", "created_at")
+    list_filter = ("queue", "status")

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from .models import Verdict
+from .models import Queue, Verdict
 
 EXPORT_COLUMNS = (
     ("verdict_id", "pk"),
@@ -44,6 +44,7 @@ EXPORT_COLUMNS = (
     ("counts_for_tuner", "counts_for_tuner"),
     ("item_created_at", "item__created_at"),
     ("decided_at", "created_at"),
+    ("queue", "queue__slug"),  # the queue the item was reviewed in
 )
 # Appended with the dataset option: the text a verdict was about.
 DATASET_COLUMNS = (
@@ -67,11 +68,14 @@ def verdicts(
     until: datetime | None = None,
     label: str | None = None,
     reviewer: str | None = None,
+    queue: Queue | int | None = None,
 ) -> QuerySet[Verdict]:
     """Verdicts from ``since`` (inclusive) to ``until`` (exclusive), on items
-    with ``label``, by the user named ``reviewer``, oldest first; a filter
-    left empty does not filter."""
+    with ``label``, by the user named ``reviewer``, in ``queue`` (a row or a
+    pk), oldest first; a filter left empty does not filter."""
     qs = Verdict.objects.order_by("created_at", "pk")
+    if queue is not None:
+        qs = qs.filter(queue_id=queue.pk if isinstance(queue, Queue) else queue)
     if since:
         qs = qs.filter(created_at__gte=since)
     if until:

@@ -7,11 +7,13 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.db.models import QuerySet
 
 from . import export
-from .models import GoldItem, Queue, ReasonLabel, ReviewItem, Verdict
+from .models import GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
 from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
 
 # Simulated minutes (replications x duration) above which a what-if runs in
@@ -337,11 +339,16 @@ class ExportForm(forms.Form):
             self.add_error("until", "must not be before 'since'")
         return data
 
-    def queryset(self) -> QuerySet[Verdict]:
-        """Verdicts matching the filters, oldest first; call after is_valid()."""
+    def queryset(self, queue: Queue | None = None) -> QuerySet[Verdict]:
+        """Verdicts matching the filters (in ``queue`` when one is given),
+        oldest first; call after is_valid()."""
         data = self.cleaned_data
         return export.verdicts(
-            since=data.get("since"), until=data.get("until"), label=data.get("label"), reviewer=data.get("reviewer")
+            since=data.get("since"),
+            until=data.get("until"),
+            label=data.get("label"),
+            reviewer=data.get("reviewer"),
+            queue=queue,
         )
 
 
@@ -407,3 +414,127 @@ class GoldForm(forms.Form):
         if verdict.decision == Verdict.Decision.REJECT:
             return {"expected_decision": "reject", "expected_label": verdict.reason_label}
         return {"expected_decision": "approve"}
+
+
+class QueueCreateForm(forms.Form):
+    """A new queue: its slug and name, its capacity, and optionally every
+    other policy setting copied from an existing queue."""
+
+    slug = forms.CharField(
+        max_length=50,
+        help_text="lowercase letters, digits and hyphens, starting with a letter; producers send it as queue",
+    )
+    name = forms.CharField(max_length=100, required=False, help_text="shown to reviewers; the slug when left empty")
+    capacity = forms.IntegerField(min_value=1, initial=50, help_text="how many items may wait at once")
+    copy_from = forms.ModelChoiceField(
+        queryset=Queue.objects.order_by("slug"),
+        required=False,
+        to_field_name="slug",
+        empty_label="the default policy",
+        label="Copy the policy of",
+        help_text="watermarks, step limits, tuner, sampling and instructions; the capacity above wins",
+    )
+
+    def settings(self) -> dict[str, Any]:
+        """The policy settings for services.create_queue; call after is_valid()."""
+        source = self.cleaned_data.get("copy_from")
+        settings: dict[str, Any] = dict(source.snapshot()) if source is not None else {}
+        settings["capacity"] = self.cleaned_data["capacity"]
+        return settings
+
+
+def reviewer_users() -> QuerySet[Any]:
+    """Users who hold the reviewer role (through a group, or as superusers)."""
+    from .access import REVIEW_PERMISSION
+
+    app_label, codename = REVIEW_PERMISSION.split(".")
+    return (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(
+            models.Q(is_superuser=True)
+            | models.Q(groups__permissions__codename=codename, groups__permissions__content_type__app_label=app_label)
+            | models.Q(user_permissions__codename=codename, user_permissions__content_type__app_label=app_label)
+        )
+        .distinct()
+        .order_by("username")
+    )
+
+
+class QueueMembersForm(forms.Form):
+    """Who reviews a queue: everyone, or the users and groups named."""
+
+    open_to_all = forms.BooleanField(
+        required=False, label="Open to every reviewer", help_text="every reviewer may review this queue"
+    )
+    members = forms.ModelMultipleChoiceField(
+        queryset=reviewer_users(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Reviewers",
+        help_text="users with the reviewer role",
+    )
+    member_groups = forms.ModelMultipleChoiceField(
+        queryset=Group.objects.order_by("name"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Groups",
+        help_text="every reviewer in a ticked group reviews this queue",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Evaluated per form, not at import: users and groups change.
+        self.fields["members"].queryset = reviewer_users()  # type: ignore[attr-defined]
+        self.fields["member_groups"].queryset = Group.objects.order_by("name")  # type: ignore[attr-defined]
+
+    @staticmethod
+    def initial_for(queue: Queue) -> dict[str, Any]:
+        return {
+            "open_to_all": queue.open_to_all,
+            "members": list(queue.members.all()),
+            "member_groups": list(queue.member_groups.all()),
+        }
+
+
+class RoutingRuleForm(forms.ModelForm):
+    """One routing rule; its target is an active queue."""
+
+    queue = forms.ModelChoiceField(
+        queryset=Queue.objects.active().order_by("slug"),
+        to_field_name="slug",
+        label="Send to queue",
+        help_text="active queues only: an archived queue accepts nothing new",
+    )
+
+    class Meta:
+        model = RoutingRule
+        fields = ("producer", "task_kind", "min_priority", "max_priority", "task_id_prefix", "queue", "enabled")
+        labels: ClassVar[dict[str, str]] = {
+            "producer": "Producer",
+            "task_kind": "Task kind",
+            "min_priority": "Lowest priority",
+            "max_priority": "Highest priority",
+            "task_id_prefix": "Task id starts with",
+            "enabled": "Enabled",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["queue"].queryset = Queue.objects.active().order_by("slug")  # type: ignore[attr-defined]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        low, high = data.get("min_priority"), data.get("max_priority")
+        if low is not None and high is not None and low > high:
+            self.add_error("max_priority", f"must not be below the lowest priority ({low})")
+        return data
+
+
+class RoutePreviewForm(forms.Form):
+    """Where would this work go? The same fields routing reads."""
+
+    producer = forms.CharField(required=False, max_length=100)
+    task_kind = forms.CharField(required=False, max_length=20, label="Task kind")
+    priority = forms.IntegerField(initial=0)
+    task_id = forms.CharField(required=False, max_length=200, label="Task id")

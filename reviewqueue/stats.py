@@ -2,6 +2,12 @@
 
 Read-only: nothing here writes. Every query is bounded by a time window, a
 row limit or an aggregate, so the cost does not grow with the item history.
+
+Every queue statistic is one queue's: it takes ``queue`` (a row, a pk, or
+None for the default queue) and filters on it first, so the indexes that
+start with the queue serve it and 100 queues cost what one does. The
+``*_by_queue`` functions answer every queue at once, one grouped query each,
+for the overview and /metrics. Webhook statistics belong to no queue.
 """
 
 from __future__ import annotations
@@ -12,7 +18,21 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import (
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Window,
+)
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from loops.intervals import wilson_interval
@@ -46,6 +66,23 @@ SUSTAINED_SLICES = 3
 SLICE = timedelta(minutes=5)
 
 
+QueueRef = Queue | int | None
+
+
+def queue_pk(queue: QueueRef) -> int:
+    """The pk of ``queue`` (a row or a pk); the default queue's for None."""
+    if queue is None:
+        return Queue.default().pk
+    return queue.pk if isinstance(queue, Queue) else int(queue)
+
+
+def queue_row(queue: QueueRef) -> Queue:
+    """``queue`` as a row (read when given a pk); the default queue for None."""
+    if isinstance(queue, Queue):
+        return queue
+    return Queue.current(queue)
+
+
 @dataclass(frozen=True)
 class Rates:
     """Flow through the queue over one window. ``ratio`` is production over
@@ -76,17 +113,18 @@ def flow_ratio(arrivals: int, decisions: int) -> float | None:
     return math.inf if arrivals else None
 
 
-def rates(window: timedelta, *, now: datetime | None = None) -> Rates:
+def rates(window: timedelta, *, now: datetime | None = None, queue: QueueRef = None) -> Rates:
     """Arrivals (items reaching the queue, shed and filtered ones included:
-    they were produced) and human decisions per minute over ``window``."""
+    they were produced) and human decisions per minute over ``window``, in ``queue``."""
     now = now or timezone.now()
     since = now - window
-    arrivals = ReviewItem.objects.filter(created_at__gt=since, created_at__lte=now).count()
-    verdicts = Verdict.objects.filter(created_at__gt=since, created_at__lte=now)
+    pk = queue_pk(queue)
+    arrivals = ReviewItem.objects.filter(queue_id=pk, created_at__gt=since, created_at__lte=now).count()
+    verdicts = Verdict.objects.filter(queue_id=pk, created_at__gt=since, created_at__lte=now)
     decisions = verdicts.count()
     reviewers = verdicts.exclude(reviewer=None).values("reviewer").distinct().count()
     auto_passed = LoopRun.objects.filter(
-        outcome=LoopRun.Outcome.AUTO_PASSED, created_at__gt=since, created_at__lte=now
+        queue_id=pk, outcome=LoopRun.Outcome.AUTO_PASSED, created_at__gt=since, created_at__lte=now
     ).count()
     minutes = window.total_seconds() / 60
     return Rates(
@@ -101,22 +139,24 @@ def rates(window: timedelta, *, now: datetime | None = None) -> Rates:
     )
 
 
-def ratio_stays_above_one(*, now: datetime | None = None) -> bool:
+def ratio_stays_above_one(*, now: datetime | None = None, queue: QueueRef = None) -> bool:
     """True when production outran review in every one of the last few
     slices: a single busy minute is noise, a run of them is a trend."""
     now = now or timezone.now()
+    pk = queue_pk(queue)
     for i in range(SUSTAINED_SLICES):
         end = now - i * SLICE
-        r = rates(SLICE, now=end)
+        r = rates(SLICE, now=end, queue=pk)
         if r.ratio is None or r.ratio <= 1:
             return False
     return True
 
 
-def oldest_waiting_age(*, now: datetime | None = None) -> float | None:
+def oldest_waiting_age(*, now: datetime | None = None, queue: QueueRef = None) -> float | None:
     """Seconds the oldest waiting item has waited; None when the queue is empty."""
     now = now or timezone.now()
-    oldest = ReviewItem.objects.filter(status__in=ReviewItem.WAITING).aggregate(t=Min("created_at"))["t"]
+    waiting = ReviewItem.objects.filter(queue_id=queue_pk(queue), status__in=ReviewItem.WAITING)
+    oldest = waiting.aggregate(t=Min("created_at"))["t"]
     return None if oldest is None else max(0.0, (now - oldest).total_seconds())
 
 
@@ -128,12 +168,14 @@ class ApproveRate:
     window: int
 
 
-def approve_rate(window: int | None = None) -> ApproveRate:
-    """Approve share of the last ``window`` verdicts that tune the step limit,
-    the same verdicts the tuner reads."""
-    window = window or Queue.current().tuner_window
+def approve_rate(window: int | None = None, *, queue: QueueRef = None) -> ApproveRate:
+    """Approve share of the last ``window`` verdicts of ``queue`` that tune its
+    step limit (the queue's own tuner window when none is given), the same
+    verdicts its tuner reads."""
+    pk = queue_pk(queue)
+    window = window or queue_row(queue if queue is not None else pk).tuner_window
     recent = list(
-        Verdict.objects.filter(counts_for_tuner=True)
+        Verdict.objects.filter(queue_id=pk, counts_for_tuner=True)
         .order_by("-created_at", "-pk")
         .values_list("decision", flat=True)[:window]
     )
@@ -158,7 +200,7 @@ class AuditShare:
 AUDIT_WINDOW = 2000
 
 
-def audit_reject_share(window: int = AUDIT_WINDOW) -> AuditShare:
+def audit_reject_share(window: int = AUDIT_WINDOW, *, queue: QueueRef = None) -> AuditShare:
     """Reject share of the newest ``window`` verdicts on sampled auto-passes,
     with a Wilson 95 % interval."""
     # An item is approved/rejected exactly while its verdict exists (decide and
@@ -167,7 +209,9 @@ def audit_reject_share(window: int = AUDIT_WINDOW) -> AuditShare:
     # instead of joining every verdict in history.
     statuses = list(
         ReviewItem.objects.filter(
-            label=ReviewItem.Label.SAMPLED, status__in=(ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED)
+            queue_id=queue_pk(queue),
+            label=ReviewItem.Label.SAMPLED,
+            status__in=(ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED),
         )
         .order_by("-decided_at")
         .values_list("status", flat=True)[:window]
@@ -178,29 +222,38 @@ def audit_reject_share(window: int = AUDIT_WINDOW) -> AuditShare:
     return AuditShare(rejected=rejected, n=n, share=rejected / n if n else None, low=low, high=high)
 
 
-def mode_durations(window: timedelta, *, now: datetime | None = None) -> dict[str, float]:
-    """Seconds spent in each mode over the last ``window``, from the mode-change log."""
+def mode_durations(window: timedelta, *, now: datetime | None = None, queue: QueueRef = None) -> dict[str, float]:
+    """Seconds ``queue`` spent in each mode over the last ``window``, from its mode-change log."""
     now = now or timezone.now()
-    # Count only time the queue has existed: before its first item or depth
-    # sample there was no queue to be in any mode.
-    first_seen = [
-        first
-        for model in (ReviewItem, DepthSample)
-        if (first := model.objects.order_by("created_at").values_list("created_at", flat=True).first())
-    ]
-    since = max(now - window, min(first_seen, default=now))
+    row = queue_row(queue)
+    since = now - window
+    if row.created_at > since:
+        # Count only time the queue has existed: before its first item or
+        # depth sample there was no queue to be in any mode. (The queue
+        # ``default`` may hold items older than its row: it was made from the
+        # single queue that came before.)
+        # A young queue holds only young rows, so the earliest is read through
+        # the queue's own rows (its foreign-key index), never by walking the
+        # whole history's created_at index until this queue's first row.
+        first_seen = [
+            first
+            for model in (ReviewItem, DepthSample)
+            if (first := model.objects.filter(queue_id=row.pk).aggregate(t=Min("created_at"))["t"])
+        ]
+        since = max(since, min(first_seen, default=now))
+    log = ModeChange.objects.filter(queue_id=row.pk)
     changes = list(
-        ModeChange.objects.filter(created_at__gt=since, created_at__lte=now)
+        log.filter(created_at__gt=since, created_at__lte=now)
         .order_by("created_at", "pk")
         .values_list("created_at", "previous", "mode")
     )
-    before = ModeChange.objects.filter(created_at__lte=since).order_by("-created_at", "-pk").first()
+    before = log.filter(created_at__lte=since).order_by("-created_at", "-pk").first()
     if before is not None:
         mode = before.mode
     elif changes:
         mode = changes[0][1]
     else:
-        mode = Queue.current().mode
+        mode = row.mode
     out = {m: 0.0 for m in Mode.values}
     cursor = since
     for at, _previous, new_mode in changes:
@@ -210,21 +263,23 @@ def mode_durations(window: timedelta, *, now: datetime | None = None) -> dict[st
     return out
 
 
-def depth_samples(window: timedelta = DEPTH_WINDOW, *, now: datetime | None = None) -> list[DepthSample]:
-    """The newest samples in the window, oldest first, never more than MAX_DEPTH_POINTS."""
+def depth_samples(
+    window: timedelta = DEPTH_WINDOW, *, now: datetime | None = None, queue: QueueRef = None
+) -> list[DepthSample]:
+    """``queue``'s newest samples in the window, oldest first, never more than MAX_DEPTH_POINTS."""
     now = now or timezone.now()
     rows = list(
-        DepthSample.objects.filter(created_at__gte=now - window, created_at__lte=now).order_by("-created_at")[
-            :MAX_DEPTH_POINTS
-        ]
+        DepthSample.objects.filter(
+            queue_id=queue_pk(queue), created_at__gte=now - window, created_at__lte=now
+        ).order_by("-created_at")[:MAX_DEPTH_POINTS]
     )
     rows.reverse()
     return rows
 
 
-def step_limit_history(limit: int = 50) -> list[StepLimitChange]:
-    """The last ``limit`` step-limit changes, oldest first."""
-    rows = list(StepLimitChange.objects.order_by("-created_at", "-pk")[:limit])
+def step_limit_history(limit: int = 50, *, queue: QueueRef = None) -> list[StepLimitChange]:
+    """``queue``'s last ``limit`` step-limit changes, oldest first."""
+    rows = list(StepLimitChange.objects.filter(queue_id=queue_pk(queue)).order_by("-created_at", "-pk")[:limit])
     rows.reverse()
     return rows
 
@@ -246,13 +301,16 @@ class GatePreview:
     examples: list[tuple[int, str, str]]  # (item id, task id, the gate's reason)
 
 
-def gate_preview(gate: str, limit: int = GATE_PREVIEW_ITEMS, examples: int = 5) -> GatePreview:
-    """Run ``gate`` over the newest ``limit`` items' outputs. Read-only."""
+def gate_preview(
+    gate: str, limit: int = GATE_PREVIEW_ITEMS, examples: int = 5, *, queue: QueueRef = None
+) -> GatePreview:
+    """Run ``gate`` over the outputs of ``queue``'s newest ``limit`` items. Read-only."""
     from loops.gates import GATES
 
     check = GATES[gate]
     rows = (
-        ReviewItem.objects.order_by("-created_at", "-pk")
+        ReviewItem.objects.filter(queue_id=queue_pk(queue))
+        .order_by("-created_at", "-pk")
         .values_list("pk", "task_id", "final_output", "status")[:limit]
         .iterator(chunk_size=50)
     )
@@ -270,13 +328,27 @@ def gate_preview(gate: str, limit: int = GATE_PREVIEW_ITEMS, examples: int = 5) 
     return GatePreview(gate=gate, checked=checked, filtered=filtered, filtered_approved=approved, examples=found)
 
 
-def label_counts() -> dict[str, int]:
-    return dict(LabelCount.objects.order_by("label").values_list("label", "count"))
+def label_counts(*, queue: QueueRef = None) -> dict[str, int]:
+    return dict(LabelCount.objects.filter(queue_id=queue_pk(queue)).order_by("label").values_list("label", "count"))
 
 
-def shed_by_priority() -> dict[int, int]:
-    """Items shed at capacity, by priority, over all time (the circuit-breaker log)."""
-    rows = CircuitBreakerEntry.objects.values("priority").annotate(n=Count("pk")).order_by("priority")
+def breaker_log(*, queue: QueueRef = None) -> QuerySet[CircuitBreakerEntry]:
+    """``queue``'s circuit-breaker log, newest first (an entry belongs to its item's queue)."""
+    return (
+        CircuitBreakerEntry.objects.filter(item__queue_id=queue_pk(queue))
+        .select_related("item")
+        .order_by("-created_at", "-pk")
+    )
+
+
+def shed_by_priority(*, queue: QueueRef = None) -> dict[int, int]:
+    """``queue``'s items shed at capacity, by priority, over all time (its circuit-breaker log)."""
+    rows = (
+        CircuitBreakerEntry.objects.filter(item__queue_id=queue_pk(queue))
+        .values("priority")
+        .annotate(n=Count("pk"))
+        .order_by("priority")
+    )
     return {row["priority"]: row["n"] for row in rows}
 
 
@@ -287,37 +359,43 @@ def _count_by(queryset: QuerySet[Any], field: str, values: Sequence[str]) -> dic
     return out
 
 
-def waiting_counts() -> dict[str, int]:
-    """Pending and claimed items only: what the dashboard shows, read from
-    waiting rows alone (status_counts() scans the whole history)."""
-    return _count_by(ReviewItem.objects.filter(status__in=ReviewItem.WAITING), "status", ReviewItem.WAITING)
+def waiting_counts(*, queue: QueueRef = None) -> dict[str, int]:
+    """``queue``'s pending and claimed items only: what the dashboard shows,
+    read from waiting rows alone (status_counts() scans the whole history)."""
+    waiting = ReviewItem.objects.filter(queue_id=queue_pk(queue), status__in=ReviewItem.WAITING)
+    return _count_by(waiting, "status", ReviewItem.WAITING)
 
 
-def status_counts() -> dict[str, int]:
-    return _count_by(ReviewItem.objects.all(), "status", ReviewItem.Status.values)
+def status_counts(*, queue: QueueRef = None) -> dict[str, int]:
+    return _count_by(ReviewItem.objects.filter(queue_id=queue_pk(queue)), "status", ReviewItem.Status.values)
 
 
-def lease_expiries_total() -> int:
-    return ReviewItem.objects.filter(lease_expiries__gt=0).aggregate(n=Sum("lease_expiries"))["n"] or 0
+def lease_expiries_total(*, queue: QueueRef = None) -> int:
+    expired = ReviewItem.objects.filter(queue_id=queue_pk(queue), lease_expiries__gt=0)
+    return expired.aggregate(n=Sum("lease_expiries"))["n"] or 0
 
 
-def decisions_total() -> dict[str, int]:
-    return _count_by(Verdict.objects.all(), "decision", Verdict.Decision.values)
+def decisions_total(*, queue: QueueRef = None) -> dict[str, int]:
+    return _count_by(Verdict.objects.filter(queue_id=queue_pk(queue)), "decision", Verdict.Decision.values)
 
 
-def loop_outcomes() -> dict[str, int]:
-    return _count_by(LoopRun.objects.all(), "outcome", LoopRun.Outcome.values)
+def loop_outcomes(*, queue: QueueRef = None) -> dict[str, int]:
+    return _count_by(LoopRun.objects.filter(queue_id=queue_pk(queue)), "outcome", LoopRun.Outcome.values)
 
 
-def snapshot(*, window: timedelta = RATE_WINDOWS[DEFAULT_RATE_WINDOW], now: datetime | None = None) -> dict[str, Any]:
-    """The queue at a glance, JSON-safe: what the API's stats endpoint returns."""
+def snapshot(
+    *, window: timedelta = RATE_WINDOWS[DEFAULT_RATE_WINDOW], now: datetime | None = None, queue: QueueRef = None
+) -> dict[str, Any]:
+    """``queue`` at a glance (the default queue when none is named), JSON-safe:
+    what the API's stats endpoint returns."""
     now = now or timezone.now()
-    queue = Queue.current()
-    counts = status_counts()
+    queue = Queue.current(queue)
+    counts = status_counts(queue=queue)
     depth = counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED]
-    approve = approve_rate(queue.tuner_window)
-    audit = audit_reject_share()
+    approve = approve_rate(queue.tuner_window, queue=queue)
+    audit = audit_reject_share(queue=queue)
     return {
+        "queue": queue.slug,
         "depth": depth,
         "pending": counts[ReviewItem.Status.PENDING],
         "claimed": counts[ReviewItem.Status.CLAIMED],
@@ -327,14 +405,14 @@ def snapshot(*, window: timedelta = RATE_WINDOWS[DEFAULT_RATE_WINDOW], now: date
         "mode": queue.mode,
         "step_limit": queue.step_limit,
         "status_counts": counts,
-        "rates": rates(window, now=now).to_dict(),
-        "ratio_stays_above_one": ratio_stays_above_one(now=now),
-        "oldest_waiting_seconds": oldest_waiting_age(now=now),
+        "rates": rates(window, now=now, queue=queue).to_dict(),
+        "ratio_stays_above_one": ratio_stays_above_one(now=now, queue=queue),
+        "oldest_waiting_seconds": oldest_waiting_age(now=now, queue=queue),
         "approve_rate": approve.rate,
         "approve_rate_n": approve.n,
         "tuner_window": approve.window,
-        "shed_by_priority": {str(k): v for k, v in shed_by_priority().items()},
-        "lease_expiries": lease_expiries_total(),
+        "shed_by_priority": {str(k): v for k, v in shed_by_priority(queue=queue).items()},
+        "lease_expiries": lease_expiries_total(queue=queue),
         "audit_reject_share": audit.share,
         "audit_reject_ci95": [audit.low, audit.high],
         "audit_n": audit.n,
@@ -444,3 +522,120 @@ def failing_endpoints(*, now: datetime | None = None, limit: int = 20) -> list[F
         )
         for row in grouped
     ]
+
+
+# --- every queue at once ------------------------------------------------------------------
+# The overview and /metrics read these: one grouped query per kind of number,
+# whatever the number of queues, each query bounded like the ones above.
+
+
+def _grouped(queryset: QuerySet[Any], key: str, field: str) -> dict[int, dict[Any, int]]:
+    """{queue pk: {value of field: rows}} in one GROUP BY query."""
+    out: dict[int, dict[Any, int]] = {}
+    for row in queryset.values(key, field).annotate(n=Count("pk")).order_by():
+        out.setdefault(row[key], {})[row[field]] = row["n"]
+    return out
+
+
+def status_counts_by_queue() -> dict[int, dict[str, int]]:
+    """Items by status per queue pk, every status present (0 when absent)."""
+    found = _grouped(ReviewItem.objects.all(), "queue_id", "status")
+    return {pk: {s: counts.get(s, 0) for s in ReviewItem.Status.values} for pk, counts in found.items()}
+
+
+def decisions_by_queue() -> dict[int, dict[str, int]]:
+    found = _grouped(Verdict.objects.all(), "queue_id", "decision")
+    return {pk: {d: counts.get(d, 0) for d in Verdict.Decision.values} for pk, counts in found.items()}
+
+
+def loop_outcomes_by_queue() -> dict[int, dict[str, int]]:
+    found = _grouped(LoopRun.objects.all(), "queue_id", "outcome")
+    return {pk: {o: counts.get(o, 0) for o in LoopRun.Outcome.values} for pk, counts in found.items()}
+
+
+def shed_by_queue() -> dict[int, dict[int, int]]:
+    """Shed items per queue pk and priority (each circuit-breaker entry belongs to its item's queue)."""
+    return _grouped(CircuitBreakerEntry.objects.all(), "item__queue_id", "priority")
+
+
+def lease_expiries_by_queue() -> dict[int, int]:
+    rows = (
+        ReviewItem.objects.filter(lease_expiries__gt=0).values("queue_id").annotate(n=Sum("lease_expiries")).order_by()
+    )
+    return {row["queue_id"]: row["n"] or 0 for row in rows}
+
+
+def oldest_waiting_by_queue(*, now: datetime | None = None) -> dict[int, float]:
+    """Seconds the oldest waiting item of each queue has waited; queues with
+    nothing waiting are absent. One statement: per queue, one probe of the
+    index of waiting items by queue and age (``queue_waiting_by_age``)."""
+    now = now or timezone.now()
+    oldest = ReviewItem.objects.filter(queue_id=OuterRef("pk"), status__in=ReviewItem.WAITING).order_by("created_at")
+    rows = Queue.objects.annotate(t=Subquery(oldest.values("created_at")[:1])).filter(t__isnull=False)
+    return {pk: max(0.0, (now - t).total_seconds()) for pk, t in rows.values_list("pk", "t")}
+
+
+def rates_by_queue(window: timedelta, *, now: datetime | None = None) -> dict[int, Rates]:
+    """``rates`` for every queue with any flow in the window, in two grouped
+    queries (arrivals, decisions); reviewers and auto-passes are not counted here."""
+    now = now or timezone.now()
+    since = now - window
+    arrivals = dict(
+        ReviewItem.objects.filter(created_at__gt=since, created_at__lte=now)
+        .values("queue_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("queue_id", "n")
+    )
+    decisions = dict(
+        Verdict.objects.filter(created_at__gt=since, created_at__lte=now)
+        .values("queue_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("queue_id", "n")
+    )
+    minutes = window.total_seconds() / 60
+    out = {}
+    for pk in set(arrivals) | set(decisions):
+        a, d = arrivals.get(pk, 0), decisions.get(pk, 0)
+        out[pk] = Rates(
+            window_min=minutes,
+            arrivals=a,
+            decisions=d,
+            auto_passed=0,
+            reviewers=0,
+            arrivals_per_min=a / minutes,
+            decisions_per_min=d / minutes,
+            ratio=flow_ratio(a, d),
+        )
+    return out
+
+
+def approve_rates_by_queue(queues: Sequence[Queue]) -> dict[int, ApproveRate]:
+    """``approve_rate`` of each queue over its own tuner window, in one
+    statement: the tuning verdicts numbered newest first within each queue
+    (a window function over the index ``verdict_tuning_by_queue``), kept while
+    the number is within that queue's window."""
+    windows = {q.pk: q.tuner_window for q in queues}
+    if not windows:
+        return {}
+    numbered = (
+        Verdict.objects.filter(counts_for_tuner=True, queue_id__in=list(windows))
+        .annotate(
+            rn=Window(RowNumber(), partition_by=[F("queue_id")], order_by=[F("created_at").desc(), F("pk").desc()])
+        )
+        .filter(rn__lte=max(windows.values()))
+        .values_list("queue_id", "rn", "decision")
+    )
+    approved = dict.fromkeys(windows, 0)
+    seen = dict.fromkeys(windows, 0)
+    for pk, rn, decision in numbered:
+        if rn <= windows[pk]:
+            seen[pk] += 1
+            approved[pk] += decision == Verdict.Decision.APPROVE
+    return {
+        pk: ApproveRate(
+            rate=approved[pk] / seen[pk] if seen[pk] else None, approved=approved[pk], n=seen[pk], window=windows[pk]
+        )
+        for pk in windows
+    }

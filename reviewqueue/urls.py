@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .views import api, auth, deliveries, metrics, ops, quality, review
+from .views import api, auth, deliveries, metrics, ops, quality, queues, review
 
 review_urls = (
     [
@@ -44,6 +44,13 @@ ops_urls = (
         path("quality/items/<int:item_id>/gold/", quality.mark_gold, name="gold_mark"),
         path("quality/gold/<int:gold_id>/retire/", quality.retire_gold, name="gold_retire"),
         path("quality/reviewers/<int:reviewer_id>/reinstate/", quality.reinstate, name="quality_reinstate"),
+        path("queues/", queues.queues, name="queues"),
+        path("queues/<slug:slug>/", queues.queue_detail, name="queue"),
+        path("queues/<slug:slug>/<str:action>/", queues.queue_archive, name="queue_archive"),
+        path("routing/", queues.routing_rules, name="routing"),
+        path("routing/<int:rule_id>/", queues.routing_rule_edit, name="routing_rule"),
+        path("routing/<int:rule_id>/delete/", queues.routing_rule_delete, name="routing_rule_delete"),
+        path("routing/<int:rule_id>/move/<str:direction>/", queues.routing_rule_move, name="routing_rule_move"),
     ],
     "ops",
 )

@@ -3,12 +3,25 @@
 No in-process counters: with several web workers each would hold only its own
 share. Access: a bearer token with the ``metrics`` scope, or a signed-in
 operator (docs/API.md).
+
+Every queue metric carries a ``queue`` label (the queue's slug), with a
+bounded cardinality: at most ``METRICS_MAX_QUEUES`` (50) queues are labelled,
+chosen by depth (largest first), then by slug. The numbers of every other
+queue are summed under ``queue="_other"``: counts, depth and capacity add
+up, ``reviewqueue_mode`` counts the queues in each mode, and the oldest
+waiting age is the oldest among them; step limit and approve rate, which
+are one queue's settings, are not given for it. Archived queues with
+nothing waiting are left out. A queue may move between its own label and
+``_other`` as depths change, so sum over ``queue`` for totals
+(``sum without (queue) (...)``). Webhook metrics belong to no queue and
+carry no ``queue`` label.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -19,61 +32,164 @@ from prometheus_client.registry import Collector
 
 from .. import stats
 from ..access import is_operator
-from ..models import ApiToken, Queue, ReviewItem
+from ..models import ApiToken, LoopRun, Mode, Queue, ReviewItem, Verdict
 from ..tokens import bearer_token
 from .api import missing_scope_body
+
+# At most this many queues get a label of their own on /metrics.
+METRICS_MAX_QUEUES = 50
+# The label under which every other queue's numbers are summed.
+OTHER_QUEUES = "_other"
+
+
+@dataclass
+class QueueNumbers:
+    """One labelled series set: a queue, or the sum of the queues past the limit."""
+
+    label: str
+    depth: int = 0
+    capacity: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
+    decisions: dict[str, int] = field(default_factory=dict)
+    shed: dict[int, int] = field(default_factory=dict)
+    loops: dict[str, int] = field(default_factory=dict)
+    lease_expiries: int = 0
+    oldest: float = 0.0
+    step_limit: float | None = None
+    approve_rate: float | None = None
+
+    def add(self, other: QueueNumbers) -> None:
+        """Sum ``other`` into this one (the ``_other`` series): counts add,
+        the oldest waiting age is the oldest, per-queue settings are dropped."""
+        self.depth += other.depth
+        self.capacity += other.capacity
+        for mine, theirs in (
+            (self.statuses, other.statuses),
+            (self.modes, other.modes),
+            (self.decisions, other.decisions),
+            (self.shed, other.shed),
+            (self.loops, other.loops),
+        ):
+            for key, n in theirs.items():
+                mine[key] = mine.get(key, 0) + n  # type: ignore[index]
+        self.lease_expiries += other.lease_expiries
+        self.oldest = max(self.oldest, other.oldest)
+
+
+def labelled_queues(queues: list[Queue], depth: dict[int, int]) -> tuple[list[Queue], list[Queue]]:
+    """(queues labelled, queues summed under ``_other``). Archived queues with
+    nothing waiting are left out; of the rest, the deepest METRICS_MAX_QUEUES
+    (then by slug) are labelled."""
+    shown = [q for q in queues if not q.archived or depth.get(q.pk, 0) > 0]
+    shown.sort(key=lambda q: (-depth.get(q.pk, 0), q.slug))
+    return shown[:METRICS_MAX_QUEUES], shown[METRICS_MAX_QUEUES:]
+
+
+def queue_numbers() -> list[QueueNumbers]:
+    """Every labelled queue's numbers, then ``_other`` if any queue is past
+    the limit: one grouped query per kind of number, whatever the number of queues."""
+    queues = list(Queue.objects.all())
+    statuses = stats.status_counts_by_queue()
+    depth = {
+        pk: counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED] for pk, counts in statuses.items()
+    }
+    labelled, rest = labelled_queues(queues, depth)
+    decisions = stats.decisions_by_queue()
+    shed = stats.shed_by_queue()
+    loops = stats.loop_outcomes_by_queue()
+    expiries = stats.lease_expiries_by_queue()
+    oldest = stats.oldest_waiting_by_queue()
+    approve = stats.approve_rates_by_queue(labelled)
+    empty_statuses = dict.fromkeys(ReviewItem.Status.values, 0)
+
+    def numbers(q: Queue, label: str) -> QueueNumbers:
+        return QueueNumbers(
+            label=label,
+            depth=depth.get(q.pk, 0),
+            capacity=q.capacity,
+            statuses=dict(statuses.get(q.pk, empty_statuses)),
+            modes={mode: int(q.mode == mode) for mode in Mode.values},
+            decisions=dict(decisions.get(q.pk, dict.fromkeys(Verdict.Decision.values, 0))),
+            shed=dict(shed.get(q.pk, {})),
+            loops=dict(loops.get(q.pk, dict.fromkeys(LoopRun.Outcome.values, 0))),
+            lease_expiries=expiries.get(q.pk, 0),
+            oldest=oldest.get(q.pk, 0.0),
+        )
+
+    out = []
+    for q in labelled:
+        row = numbers(q, q.slug)
+        row.step_limit = q.step_limit
+        rate = approve[q.pk].rate
+        row.approve_rate = math.nan if rate is None else rate
+        out.append(row)
+    if rest:
+        other = QueueNumbers(
+            label=OTHER_QUEUES,
+            statuses=dict(empty_statuses),
+            modes=dict.fromkeys(Mode.values, 0),
+            decisions=dict.fromkeys(Verdict.Decision.values, 0),
+            loops=dict.fromkeys(LoopRun.Outcome.values, 0),
+        )
+        for q in rest:
+            other.add(numbers(q, OTHER_QUEUES))
+        out.append(other)
+    return out
 
 
 class QueueCollector(Collector):
     """Every metric comes from one pass of aggregate queries at scrape time."""
 
     def collect(self) -> Iterator[Metric]:
-        queue = Queue.current()
-        counts = stats.status_counts()
-        depth = counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED]
-
-        yield GaugeMetricFamily("reviewqueue_depth", "Items waiting for review (pending + claimed).", value=depth)
-        yield GaugeMetricFamily("reviewqueue_capacity", "Queue capacity from the policy.", value=queue.capacity)
-        items = GaugeMetricFamily("reviewqueue_items", "Items by status.", labels=["status"])
-        for status, n in counts.items():
-            items.add_metric([status], n)
-        yield items
+        rows = queue_numbers()
+        q = ["queue"]
+        depth = GaugeMetricFamily("reviewqueue_depth", "Items waiting for review (pending + claimed).", labels=q)
+        capacity = GaugeMetricFamily("reviewqueue_capacity", "Queue capacity from the policy.", labels=q)
+        items = GaugeMetricFamily("reviewqueue_items", "Items by status.", labels=[*q, "status"])
         mode = GaugeMetricFamily(
-            "reviewqueue_mode", "1 for the queue's current mode, 0 for the others.", labels=["mode"]
+            "reviewqueue_mode",
+            "1 for the queue's current mode, 0 for the others (for _other: how many queues are in it).",
+            labels=[*q, "mode"],
         )
-        for name in ("normal", "draft", "shedding"):
-            mode.add_metric([name], 1.0 if queue.mode == name else 0.0)
-        yield mode
-        yield CounterMetricFamily(
-            "reviewqueue_arrivals",
-            "Outputs that reached the queue (shed and filtered included).",
-            value=sum(counts.values()),
+        arrivals = CounterMetricFamily(
+            "reviewqueue_arrivals", "Outputs that reached the queue (shed and filtered included).", labels=q
         )
-        decisions = CounterMetricFamily("reviewqueue_decisions", "Human verdicts by decision.", labels=["decision"])
-        for decision, n in stats.decisions_total().items():
-            decisions.add_metric([decision], n)
-        yield decisions
-        shed = CounterMetricFamily("reviewqueue_shed", "Items shed at capacity, by priority.", labels=["priority"])
-        for priority, n in stats.shed_by_priority().items():
-            shed.add_metric([str(priority)], n)
-        yield shed
-        yield GaugeMetricFamily("reviewqueue_step_limit", "Live step limit for new loops.", value=queue.step_limit)
-        approve = stats.approve_rate(queue.tuner_window)
-        yield GaugeMetricFamily(
+        decisions = CounterMetricFamily("reviewqueue_decisions", "Human verdicts by decision.", labels=[*q, "decision"])
+        shed = CounterMetricFamily("reviewqueue_shed", "Items shed at capacity, by priority.", labels=[*q, "priority"])
+        step_limit = GaugeMetricFamily("reviewqueue_step_limit", "Live step limit for new loops.", labels=q)
+        approve = GaugeMetricFamily(
             "reviewqueue_approve_rate",
             "Approve share of the verdicts in the tuner window (NaN before the first verdict).",
-            value=math.nan if approve.rate is None else approve.rate,
+            labels=q,
         )
-        yield CounterMetricFamily(
-            "reviewqueue_lease_expiries", "Leases that ran out before a verdict.", value=stats.lease_expiries_total()
+        expiries = CounterMetricFamily("reviewqueue_lease_expiries", "Leases that ran out before a verdict.", labels=q)
+        oldest = GaugeMetricFamily(
+            "reviewqueue_oldest_waiting_seconds", "Age of the oldest waiting item (0 when empty).", labels=q
         )
-        oldest = stats.oldest_waiting_age()
-        yield GaugeMetricFamily(
-            "reviewqueue_oldest_waiting_seconds", "Age of the oldest waiting item (0 when empty).", value=oldest or 0.0
-        )
-        loops = CounterMetricFamily("reviewqueue_loop_runs", "Agent loop runs by outcome.", labels=["outcome"])
-        for outcome, n in stats.loop_outcomes().items():
-            loops.add_metric([outcome], n)
+        loops = CounterMetricFamily("reviewqueue_loop_runs", "Agent loop runs by outcome.", labels=[*q, "outcome"])
+        for row in rows:
+            label = [row.label]
+            depth.add_metric(label, row.depth)
+            capacity.add_metric(label, row.capacity)
+            for status, n in row.statuses.items():
+                items.add_metric([*label, status], n)
+            for name in ("normal", "draft", "shedding"):
+                mode.add_metric([*label, name], float(row.modes.get(name, 0)))
+            arrivals.add_metric(label, sum(row.statuses.values()))
+            for decision, n in row.decisions.items():
+                decisions.add_metric([*label, decision], n)
+            for priority, n in sorted(row.shed.items()):
+                shed.add_metric([*label, str(priority)], n)
+            if row.step_limit is not None:
+                step_limit.add_metric(label, row.step_limit)
+            if row.approve_rate is not None:
+                approve.add_metric(label, row.approve_rate)
+            expiries.add_metric(label, row.lease_expiries)
+            oldest.add_metric(label, row.oldest)
+            for outcome, n in row.loops.items():
+                loops.add_metric([*label, outcome], n)
+        yield from (depth, capacity, items, mode, arrivals, decisions, shed, step_limit, approve, expiries, oldest)
         yield loops
         yield from webhook_metrics()
 

@@ -1,5 +1,7 @@
 """Operator views: the live dashboard, filter rules, policy settings, the
-what-if simulator and the verdict export. All need the operator role."""
+what-if simulator and the verdict export. All need the operator role, and
+each is about one queue: ``?queue=<slug>`` (or a POST form's hidden
+``queue``), the default queue without it (views/queues.py)."""
 
 from __future__ import annotations
 
@@ -32,35 +34,18 @@ from ..forms import (
     WhatIfForm,
     scenario_initial,
 )
-from ..models import CircuitBreakerEntry, FilterRule, PolicyAudit, Queue, SimulationRun
+from ..models import FilterRule, PolicyAudit, Queue, SimulationRun
 from ..policy import FILTER_GATES
 from ..services.simulations import execute_simulation
 from ..tasks.ops import run_simulation
 from .http import HtmxHttpRequest
 from .quality import dashboard_summary
+from .queues import fmt_duration, fmt_ratio, queue_scoped, scope_context, scoped_url
 
 POLL_SECONDS = 5
 
 
 # --- dashboard --------------------------------------------------------------------------
-
-
-def fmt_duration(seconds: float | None) -> str:
-    """'1 h 05 min', '3 min 20 s', '12 s' — short enough for a table cell."""
-    if seconds is None:
-        return "—"
-    s = int(seconds)
-    if s >= 3600:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    if s >= 60:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s} s"
-
-
-def fmt_ratio(ratio: float | None) -> str:
-    if ratio is None:
-        return "—"
-    return "∞" if math.isinf(ratio) else f"{ratio:.2f}"
 
 
 def ratio_rule(ratio: float | None) -> tuple[str, str]:
@@ -79,9 +64,9 @@ def ratio_rule(ratio: float | None) -> tuple[str, str]:
 def depth_chart(queue: Queue, now: datetime) -> Chart:
     """Sampled depth over the last hour, with the live depth as the newest point so
     the chart moves between samples; capacity and both watermarks drawn."""
-    samples = stats.depth_samples(now=now)
+    samples = stats.depth_samples(now=now, queue=queue)
     xs = [(s.created_at - now).total_seconds() / 60 for s in samples] + [0.0]
-    ys = [float(s.depth) for s in samples] + [float(services.queue_depth())]
+    ys = [float(s.depth) for s in samples] + [float(services.queue_depth(queue))]
     chart = Chart(
         title="Queue depth, last hour",
         lines=[Line("depth", xs, ys, "series-a")],
@@ -93,7 +78,7 @@ def depth_chart(queue: Queue, now: datetime) -> Chart:
 
 
 def step_limit_chart(queue: Queue, now: datetime) -> Chart:
-    history = stats.step_limit_history()
+    history = stats.step_limit_history(queue=queue)
     if not history:
         return Chart(title="Step limit", lines=[], empty=True)
     start = history[0].created_at
@@ -131,17 +116,17 @@ def announcement(queue: Queue, ratio_warning: bool) -> str:
     return news
 
 
-def dashboard_context() -> dict[str, Any]:
+def dashboard_context(queue: Queue) -> dict[str, Any]:
+    """One queue's dashboard; ``queue`` is read in this request (queue_for_operator)."""
     now = timezone.now()
-    queue = Queue.current()
-    counts = stats.waiting_counts()
-    flow = stats.rates(stats.RATE_WINDOWS[stats.DEFAULT_RATE_WINDOW], now=now)
+    counts = stats.waiting_counts(queue=queue)
+    flow = stats.rates(stats.RATE_WINDOWS[stats.DEFAULT_RATE_WINDOW], now=now, queue=queue)
     rule_text, rule_css = ratio_rule(flow.ratio)
-    hour = stats.mode_durations(timedelta(hours=1), now=now)
-    day = stats.mode_durations(timedelta(hours=24), now=now)
-    approve = stats.approve_rate(queue.tuner_window)
-    audit = stats.audit_reject_share()
-    ratio_warning = stats.ratio_stays_above_one(now=now)
+    hour = stats.mode_durations(timedelta(hours=1), now=now, queue=queue)
+    day = stats.mode_durations(timedelta(hours=24), now=now, queue=queue)
+    approve = stats.approve_rate(queue.tuner_window, queue=queue)
+    audit = stats.audit_reject_share(queue=queue)
+    ratio_warning = stats.ratio_stays_above_one(now=now, queue=queue)
     return {
         "announcement": announcement(queue, ratio_warning),
         "queue": queue,
@@ -154,41 +139,43 @@ def dashboard_context() -> dict[str, Any]:
         "ratio_rule": rule_text,
         "ratio_css": rule_css,
         "ratio_warning": ratio_warning,
-        "oldest_age": fmt_duration(stats.oldest_waiting_age(now=now)),
+        "oldest_age": fmt_duration(stats.oldest_waiting_age(now=now, queue=queue)),
         "mode_rows": [(mode, fmt_duration(hour.get(mode, 0)), fmt_duration(day.get(mode, 0))) for mode in hour],
         "approve": approve,
         "audit": audit,
         "depth_chart": depth_chart(queue, now),
         "step_chart": step_limit_chart(queue, now),
-        "step_history": list(reversed(stats.step_limit_history(limit=10))),
-        "shed_by_priority": stats.shed_by_priority(),
-        "breaker": CircuitBreakerEntry.objects.select_related("item").order_by("-created_at", "-pk")[:20],
+        "step_history": list(reversed(stats.step_limit_history(limit=10, queue=queue))),
+        "shed_by_priority": stats.shed_by_priority(queue=queue),
+        "breaker": stats.breaker_log(queue=queue)[:20],
         "failing_endpoints": stats.failing_endpoints(now=now),
         # Probed once per process: whether red lines run in bubblewrap here.
         "redline": redline_sandbox.status(),
         "quality": dashboard_summary(),
-        **rules_context(),
+        **rules_context(queue),
     }
 
 
-def rules_context() -> dict[str, Any]:
-    counts = stats.label_counts()
+def rules_context(queue: Queue) -> dict[str, Any]:
+    counts = stats.label_counts(queue=queue)
     return {
+        **scope_context(queue),
         "label_counts": counts,
         # Counted labels that no cheap mechanical gate can catch: said, not silently skipped.
         "labels_without_gate": [label for label in counts if label not in FILTER_GATES],
-        "rules": FilterRule.objects.select_related("decided_by").order_by("status", "-proposed_at"),
+        "rules": FilterRule.objects.filter(queue=queue).select_related("decided_by").order_by("status", "-proposed_at"),
     }
 
 
 @require_GET
 @operator_required
-def dashboard(request: HtmxHttpRequest) -> HttpResponse:
-    """The live dashboard; an htmx poll gets only the region it asked for."""
+@queue_scoped
+def dashboard(request: HtmxHttpRequest, queue: Queue) -> HttpResponse:
+    """One queue's live dashboard; an htmx poll gets only the region it asked for."""
     if request.htmx and request.htmx.target == "rules":
-        return render(request, "ops/dashboard.html#rules", rules_context())
+        return render(request, "ops/dashboard.html#rules", rules_context(queue))
     template = "ops/dashboard.html#live" if request.htmx else "ops/dashboard.html"
-    return render(request, template, dashboard_context())
+    return render(request, template, dashboard_context(queue))
 
 
 RULE_ACTIONS = {"enable": FilterRule.Status.ENABLED, "dismiss": FilterRule.Status.DISMISSED}
@@ -198,10 +185,13 @@ RULE_ACTIONS = {"enable": FilterRule.Status.ENABLED, "dismiss": FilterRule.Statu
 @operator_required
 def rule_preview(request: HttpRequest, rule_id: int) -> HttpResponse:
     """Before a rule is enabled: what its gate would have filtered from the newest items."""
-    rule = get_object_or_404(FilterRule, pk=rule_id)
+    rule = get_object_or_404(FilterRule.objects.select_related("queue"), pk=rule_id)
     known = rule.gate in GATES
-    preview = stats.gate_preview(rule.gate) if known and rule.status != FilterRule.Status.ENABLED else None
-    return render(request, "ops/rule_preview.html", {"rule": rule, "preview": preview, "known_gate": known})
+    preview = (
+        stats.gate_preview(rule.gate, queue=rule.queue) if known and rule.status != FilterRule.Status.ENABLED else None
+    )
+    context = {"rule": rule, "preview": preview, "known_gate": known, **scope_context(rule.queue, switch_here=False)}
+    return render(request, "ops/rule_preview.html", context)
 
 
 @require_POST
@@ -213,7 +203,7 @@ def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse
     status = RULE_ACTIONS.get(action)
     if status is None:
         return HttpResponse("unknown action", status=400)
-    rule = get_object_or_404(FilterRule, pk=rule_id)
+    rule = get_object_or_404(FilterRule.objects.select_related("queue"), pk=rule_id)
     if status == FilterRule.Status.ENABLED and request.POST.get("confirm") != "1":
         return redirect("ops:rule_preview", rule_id=rule.pk)
     try:
@@ -221,9 +211,9 @@ def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse
     except services.UnknownGate as exc:
         return HttpResponse(exc.message, status=400)
     if request.htmx:
-        return render(request, "ops/dashboard.html#rules", rules_context())
-    messages.success(request, f"Filter rule {rule.gate} {status}.")
-    return redirect("ops:dashboard")
+        return render(request, "ops/dashboard.html#rules", rules_context(rule.queue))
+    messages.success(request, f"Filter rule {rule.gate} {status} in {rule.queue.slug}.")
+    return redirect(scoped_url("ops:dashboard", rule.queue))
 
 
 # --- policy settings --------------------------------------------------------------------
@@ -231,15 +221,15 @@ def rule_decide(request: HttpRequest, rule_id: int, action: str) -> HttpResponse
 
 @require_http_methods(["GET", "POST"])
 @operator_required
-def policy_settings(request: HtmxHttpRequest) -> HttpResponse:
-    """Edit the queue policy; every change is audited and listed below the form."""
-    queue = Queue.current()
+@queue_scoped
+def policy_settings(request: HtmxHttpRequest, queue: Queue) -> HttpResponse:
+    """Edit one queue's policy; every change is audited and listed below the form."""
     status = 200
     if request.method == "POST":
         form = PolicyForm(request.POST, instance=queue)
         if form.is_valid():
             try:
-                services.policy_update(user=request.user, changes=form.changes())
+                services.policy_update(user=request.user, changes=form.changes(), queue=queue)
             except ValidationError as exc:
                 for name, errors in exc.message_dict.items():
                     form.add_error(name if name in form.fields else None, errors)
@@ -247,27 +237,28 @@ def policy_settings(request: HtmxHttpRequest) -> HttpResponse:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             else:
                 changed = ", ".join(form.changes()) or "nothing"
-                messages.success(request, f"Policy saved ({changed} changed).")
-                return redirect("ops:policy")
+                messages.success(request, f"Policy of {queue.slug} saved ({changed} changed).")
+                return redirect(scoped_url("ops:policy", queue))
         status = 400
     else:
         form = PolicyForm(instance=queue)
-    audits = PolicyAudit.objects.select_related("user").order_by("-created_at", "-pk")[:50]
-    return render(request, "ops/policy.html", {"form": form, "audits": audits}, status=status)
+    audits = PolicyAudit.objects.filter(queue=queue).select_related("user").order_by("-created_at", "-pk")[:50]
+    context = {"form": form, "audits": audits, **scope_context(queue)}
+    return render(request, "ops/policy.html", context, status=status)
 
 
 # --- what-if ------------------------------------------------------------------------------
 
 
-def live_initial(window_key: str) -> tuple[dict[str, Any], stats.Rates]:
-    """Form values from the real queue: measured rates and the live policy."""
+def live_initial(window_key: str, queue: Queue) -> tuple[dict[str, Any], stats.Rates]:
+    """Form values from one real queue: its measured rates and its live policy."""
     from simulation import PRESETS
 
-    flow = stats.rates(stats.RATE_WINDOWS[window_key])
-    queue = Queue.current()
+    flow = stats.rates(stats.RATE_WINDOWS[window_key], queue=queue)
+    queue = Queue.current(queue)
     initial = scenario_initial(
         PRESETS["A"],
-        name=f"live {window_key}",
+        name=f"live {queue.slug} {window_key}",
         production_per_min=round(flow.arrivals_per_min, 3),
         review_per_min=round(flow.decisions_per_min, 3),
         reviewers=max(1, flow.reviewers),
@@ -279,23 +270,25 @@ def live_initial(window_key: str) -> tuple[dict[str, Any], stats.Rates]:
     return initial, flow
 
 
-def whatif_page_context(form: WhatIfForm, live_form: LiveWindowForm) -> dict[str, Any]:
-    """What the what-if page always shows: the forms, the presets, the latest runs."""
+def whatif_page_context(form: WhatIfForm, live_form: LiveWindowForm, queue: Queue) -> dict[str, Any]:
+    """What the what-if page always shows: the forms, the presets, the queue's latest runs."""
     from simulation import PRESET_DESCRIPTIONS, PRESETS
 
     return {
+        **scope_context(queue),
         "form": form,
         "live_form": live_form,
         "presets": sorted(PRESETS),
         "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
-        "runs": SimulationRun.objects.order_by("-created_at", "-pk")[:20],
+        "runs": SimulationRun.objects.filter(queue=queue).order_by("-created_at", "-pk")[:20],
         "inline_minutes": INLINE_SIMULATION_MINUTES,
     }
 
 
 @require_GET
 @operator_required
-def whatif(request: HttpRequest) -> HttpResponse:
+@queue_scoped
+def whatif(request: HttpRequest, queue: Queue) -> HttpResponse:
     """The scenario form; ?preset=X or ?window=1h&live=1 only prefill it."""
     from simulation import PRESETS
 
@@ -303,11 +296,13 @@ def whatif(request: HttpRequest) -> HttpResponse:
     live_flow: stats.Rates | None = None
     preset = request.GET.get("preset", "A")
     if live_form.is_bound and live_form.is_valid():
-        initial, live_flow = live_initial(live_form.cleaned_data["window"])
+        initial, live_flow = live_initial(live_form.cleaned_data["window"], queue)
     else:
         preset = preset if preset in PRESETS else "A"
         initial = scenario_initial(PRESETS[preset], name=f"preset {preset}")
-    page = whatif_page_context(WhatIfForm(initial=initial), live_form if live_form.is_bound else LiveWindowForm())
+    page = whatif_page_context(
+        WhatIfForm(initial=initial), live_form if live_form.is_bound else LiveWindowForm(), queue
+    )
     page.update(
         {
             "live_flow": live_flow,
@@ -321,12 +316,14 @@ def whatif(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @operator_required
-def whatif_run(request: HtmxHttpRequest) -> HttpResponse:
-    """Start a simulation: small ones run in the request, larger ones in a Celery task."""
+@queue_scoped
+def whatif_run(request: HtmxHttpRequest, queue: Queue) -> HttpResponse:
+    """Start a simulation of ``queue``: small ones run in the request, larger ones in a Celery task."""
     form = WhatIfForm(request.POST)
     if not form.is_valid():
-        return render(request, "ops/whatif.html", whatif_page_context(form, LiveWindowForm()), status=400)
+        return render(request, "ops/whatif.html", whatif_page_context(form, LiveWindowForm(), queue), status=400)
     run = SimulationRun.objects.create(
+        queue=queue,
         created_by=request.user,
         name=form.cleaned_data["name"] or "what-if",
         params=form.params(),
@@ -353,6 +350,7 @@ def result_context(run: SimulationRun) -> dict[str, Any]:
     scenario = run.params.get("scenario", {})
     preset = preset_of(scenario)
     ctx: dict[str, Any] = {
+        **scope_context(run.queue, switch_here=False),
         "run": run,
         "scenario": scenario,
         "preset_description": f"Preset {preset}. {PRESET_DESCRIPTIONS[preset]}" if preset else "",
@@ -389,7 +387,7 @@ def result_context(run: SimulationRun) -> dict[str, Any]:
 def whatif_result(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     """A run's result; while it runs, the progress region polls, and the answer
     for a finished run tells htmx to stop polling (286)."""
-    run = get_object_or_404(SimulationRun, pk=run_id)
+    run = get_object_or_404(SimulationRun.objects.select_related("queue"), pk=run_id)
     ctx = result_context(run)
     if not request.htmx:
         return render(request, "ops/whatif_result.html", ctx)
@@ -407,7 +405,7 @@ def whatif_compare(request: HttpRequest) -> HttpResponse:
         ids = [int(request.GET["a"]), int(request.GET["b"])]
     except (KeyError, ValueError):
         return HttpResponse("pick two runs: ?a=<id>&b=<id>", status=400)
-    runs = [get_object_or_404(SimulationRun, pk=pk) for pk in ids]
+    runs = [get_object_or_404(SimulationRun.objects.select_related("queue"), pk=pk) for pk in ids]
     return render(request, "ops/whatif_compare.html", {"sides": [result_context(run) for run in runs]})
 
 
@@ -416,24 +414,26 @@ def whatif_compare(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @operator_required
-def export(request: HttpRequest) -> HttpResponse:
+@queue_scoped
+def export(request: HttpRequest, queue: Queue) -> HttpResponse:
     """The export form; the download itself is export_download."""
-    return render(request, "ops/export.html", {"form": ExportForm()})
+    return render(request, "ops/export.html", {"form": ExportForm(), **scope_context(queue)})
 
 
 @require_GET
 @operator_required
-def export_download(request: HttpRequest) -> HttpResponse:
-    """Verdicts as CSV or JSON Lines, streamed in chunks so any row count fits in memory."""
+@queue_scoped
+def export_download(request: HttpRequest, queue: Queue) -> HttpResponse:
+    """One queue's verdicts as CSV or JSON Lines, streamed in chunks so any row count fits in memory."""
     form = ExportForm(request.GET)
     if not form.is_valid():
-        return render(request, "ops/export.html", {"form": form}, status=400)
+        return render(request, "ops/export.html", {"form": form, **scope_context(queue)}, status=400)
     fmt = form.cleaned_data["format"]
     content_type = "text/csv; charset=utf-8" if fmt == "csv" else "application/x-ndjson; charset=utf-8"
     dataset = form.cleaned_data["dataset"]
-    response = StreamingHttpResponse(export_lines(form.queryset(), fmt, dataset), content_type=content_type)
+    response = StreamingHttpResponse(export_lines(form.queryset(queue), fmt, dataset), content_type=content_type)
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    name = "dataset" if dataset else "verdicts"
+    name = f"{'dataset' if dataset else 'verdicts'}-{queue.slug}"
     response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.{fmt}"'
     return response
 

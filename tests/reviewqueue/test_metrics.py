@@ -11,6 +11,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from reviewqueue import services
+from reviewqueue.models import Queue
 from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
@@ -38,14 +39,15 @@ def test_it_serves_queue_metrics_to_a_metrics_token(client: Client, metrics_toke
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")
     samples = _samples(response.content.decode())
-    assert samples[("reviewqueue_depth", ())] == 2
-    assert samples[("reviewqueue_capacity", ())] == 2
-    assert samples[("reviewqueue_arrivals_total", ())] == 3
-    assert samples[("reviewqueue_shed_total", (("priority", "0"),))] == 1
-    assert samples[("reviewqueue_mode", (("mode", "normal"),))] == 0
-    assert samples[("reviewqueue_step_limit", ())] == 5
-    assert ("reviewqueue_lease_expiries_total", ()) in samples
-    assert ("reviewqueue_decisions_total", (("decision", "approve"),)) in samples
+    default = ("queue", "default")
+    assert samples[("reviewqueue_depth", (default,))] == 2
+    assert samples[("reviewqueue_capacity", (default,))] == 2
+    assert samples[("reviewqueue_arrivals_total", (default,))] == 3
+    assert samples[("reviewqueue_shed_total", (("priority", "0"), default))] == 1
+    assert samples[("reviewqueue_mode", (("mode", "normal"), default))] == 0
+    assert samples[("reviewqueue_step_limit", (default,))] == 5
+    assert ("reviewqueue_lease_expiries_total", (default,)) in samples
+    assert ("reviewqueue_decisions_total", (("decision", "approve"), default)) in samples
 
 
 def test_it_counts_decisions_and_the_approve_rate(
@@ -56,8 +58,9 @@ def test_it_counts_decisions_and_the_approve_rate(
     services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
     client.force_login(operator)
     samples = _samples(client.get("/metrics").content.decode())
-    assert samples[("reviewqueue_decisions_total", (("decision", "approve"),))] == 1
-    assert samples[("reviewqueue_approve_rate", ())] == 1.0
+    default = ("queue", "default")
+    assert samples[("reviewqueue_decisions_total", (("decision", "approve"), default))] == 1
+    assert samples[("reviewqueue_approve_rate", (default,))] == 1.0
 
 
 def test_it_refuses_anonymous_scrapes(client: Client, db: None) -> None:
@@ -78,3 +81,55 @@ def test_it_refuses_a_bad_token(client: Client, db: None) -> None:
 def test_it_refuses_a_signed_in_reviewer(client: Client, reviewer: User) -> None:
     client.force_login(reviewer)
     assert client.get("/metrics").status_code == 403
+
+
+def _queue_labels(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str) -> dict[str, float]:
+    return {dict(labels)["queue"]: value for (metric, labels), value in samples.items() if metric == name}
+
+
+def test_each_queue_has_its_own_series(client: Client, operator: User, admit_item: Any) -> None:
+    services.create_queue(user=None, slug="team-a", settings={"capacity": 7})
+    admit_item(queue="team-a")
+    admit_item(queue="team-a")
+    admit_item()
+    client.force_login(operator)
+    samples = _samples(client.get("/metrics").content.decode())
+    assert _queue_labels(samples, "reviewqueue_depth") == {"default": 1, "team-a": 2}
+    assert _queue_labels(samples, "reviewqueue_capacity") == {"default": 50, "team-a": 7}
+    assert samples[("reviewqueue_arrivals_total", (("queue", "team-a"),))] == 2
+
+
+def test_it_labels_at_most_the_limit_of_queues_and_sums_the_rest(
+    client: Client, operator: User, admit_item: Any
+) -> None:
+    from reviewqueue.views.metrics import METRICS_MAX_QUEUES
+
+    for i in range(METRICS_MAX_QUEUES + 3):
+        services.create_queue(user=None, slug=f"q{i:03d}", settings={"capacity": 10})
+    # The deepest queue sorts last by slug, yet it is labelled: depth comes first.
+    services.create_queue(user=None, slug="zz-deep", settings={"capacity": 10})
+    admit_item(queue="zz-deep")
+    admit_item(queue="zz-deep")
+    services.create_queue(user=None, slug="zz-gone", settings={"capacity": 10})
+    services.archive_queue(queue=Queue.objects.get(slug="zz-gone"), user=None)
+    client.force_login(operator)
+    samples = _samples(client.get("/metrics").content.decode())
+    depth = _queue_labels(samples, "reviewqueue_depth")
+    assert len(depth) == METRICS_MAX_QUEUES + 1  # the labelled queues and _other
+    assert depth["zz-deep"] == 2
+    assert "zz-gone" not in depth  # archived, nothing waiting
+    # default and zz-deep, then q000... by slug: the last five q-queues are summed.
+    capacity = _queue_labels(samples, "reviewqueue_capacity")
+    assert capacity["_other"] == 5 * 10
+    assert "q052" not in capacity and "q047" in capacity
+    assert samples[("reviewqueue_mode", (("mode", "normal"), ("queue", "_other")))] == 5
+    assert ("reviewqueue_step_limit", (("queue", "_other"),)) not in samples
+
+
+def test_an_archived_queue_with_waiting_items_keeps_its_series(client: Client, operator: User, admit_item: Any) -> None:
+    queue = services.create_queue(user=None, slug="old-team")
+    admit_item(queue="old-team")
+    services.archive_queue(queue=queue, user=None)
+    client.force_login(operator)
+    samples = _samples(client.get("/metrics").content.decode())
+    assert samples[("reviewqueue_depth", (("queue", "old-team"),))] == 1

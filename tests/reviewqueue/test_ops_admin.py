@@ -49,7 +49,7 @@ def test_the_operator_changes_the_policy_in_the_admin_with_an_audit(client: Clie
     url = f"/admin/reviewqueue/queue/{queue.pk}/change/"
     form = client.get(url).context["adminform"].form
     data = {name: form.initial[name] for name in Queue.EDITABLE_FIELDS if form.initial.get(name) is not None}
-    data["capacity"] = 60
+    data.update(name=queue.name, open_to_all="on", capacity=60)
     response = client.post(url, data)
     assert response.status_code == 302, response.content.decode()[:2000]
     assert Queue.current().capacity == 60

@@ -13,9 +13,11 @@ pytestmark = pytest.mark.django_db
 
 OPERATOR_LINKS = [
     "/ops/",
+    "/ops/queues/",
     "/ops/policy/",
     "/ops/whatif/",
     "/ops/export/",
+    "/ops/routing/",
     "/ops/quality/",
     "/ops/deliveries/",
     "/api/docs",
@@ -29,7 +31,16 @@ def _menu(html: str) -> list[str]:
 
 def test_the_operator_menu_is_the_same_on_every_operator_page(client: Client, operator: User) -> None:
     client.force_login(operator)
-    for url in ("ops:dashboard", "ops:policy", "ops:whatif", "ops:export", "ops:quality", "ops:deliveries"):
+    for url in (
+        "ops:dashboard",
+        "ops:queues",
+        "ops:policy",
+        "ops:whatif",
+        "ops:export",
+        "ops:routing",
+        "ops:quality",
+        "ops:deliveries",
+    ):
         assert _menu(client.get(reverse(url)).content.decode()) == OPERATOR_LINKS, url
 
 

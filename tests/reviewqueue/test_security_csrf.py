@@ -69,6 +69,8 @@ def url_for(admit_item: Any, operator: Any, reviewer: Any) -> Any:
         "delivery_id": delivery.pk,
         "gold_id": gold.pk,
         "reviewer_id": reviewer.pk,
+        "slug": "default",
+        "direction": "up",
     }
 
     def fill(route: str) -> str:

@@ -1,0 +1,393 @@
+"""Operator views of the queues: which queue an operator page is about, the
+overview of every queue, creating, archiving and restoring a queue, its
+reviewers, and the routing rules. All need the operator role.
+
+Every operator page that shows one queue's numbers takes the queue from the
+query parameter ``queue=<slug>`` (a POST form carries it as a hidden field);
+without it, the page is about the default queue. An unknown slug is a 404
+whose page names it. Archived queues keep their pages: their history stays
+readable.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from django.contrib import messages
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Max
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
+
+from .. import policy, services, stats
+from ..access import operator_required
+from ..forms import QueueCreateForm, QueueMembersForm, RoutePreviewForm, RoutingRuleForm
+from ..models import DEFAULT_QUEUE, PolicyAudit, Queue, RoutingRule
+from ..services import routing
+
+V = TypeVar("V", bound=Callable[..., HttpResponse])
+
+# The overview's flow ratio is measured over this window.
+OVERVIEW_RATE_WINDOW = "1h"
+
+
+class UnknownQueue(LookupError):
+    """No queue has this slug."""
+
+    def __init__(self, slug: str) -> None:
+        super().__init__(slug)
+        self.slug = slug
+
+
+def queue_for_operator(request: HttpRequest) -> Queue:
+    """The queue an operator page is about: ``queue`` from the POST body, else
+    from the query string, else the default queue. Raises UnknownQueue."""
+    slug = request.POST.get("queue") if request.method == "POST" and "queue" in request.POST else None
+    if slug is None:
+        slug = request.GET.get("queue", "")
+    if not slug:
+        return Queue.default()
+    queue = Queue.objects.filter(slug=slug).first()
+    if queue is None:
+        raise UnknownQueue(slug)
+    return queue
+
+
+def unknown_queue_page(request: HttpRequest, slug: str) -> HttpResponse:
+    return render(request, "ops/unknown_queue.html", {"slug": slug}, status=404)
+
+
+def queue_scoped(view: V) -> V:
+    """Pass the page's queue to ``view`` as ``queue``; an unknown slug is a 404
+    naming it. Put it under @operator_required, so that only operators learn
+    which slugs exist."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            queue = queue_for_operator(request)
+        except UnknownQueue as exc:
+            return unknown_queue_page(request, exc.slug)
+        return view(request, *args, queue=queue, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def scope_query(queue: Queue) -> str:
+    """The query string that keeps a page on ``queue`` (none for the default queue)."""
+    return "" if queue.slug == DEFAULT_QUEUE else f"?queue={queue.slug}"
+
+
+def scope_context(queue: Queue, *, switch_here: bool = True) -> dict[str, Any]:
+    """What the ops navigation needs to show the queue switcher. On a page
+    that is about one object of the queue (a rule, a run) rather than the
+    queue, ``switch_here`` is False and the switcher opens the other queue's
+    dashboard."""
+    return {
+        "scope": queue,
+        "scope_query": scope_query(queue),
+        "switch_action": "" if switch_here else reverse("ops:dashboard"),
+        "scope_queues": list(Queue.objects.active().order_by("slug").values_list("slug", "name")),
+    }
+
+
+def scoped_url(name: str, queue: Queue, *args: Any) -> str:
+    return reverse(name, args=args) + scope_query(queue)
+
+
+# --- numbers as the operator pages write them ------------------------------------------------
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """'1 h 05 min', '3 min 20 s', '12 s' — short enough for a table cell."""
+    if seconds is None:
+        return "—"
+    s = int(seconds)
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s} s"
+
+
+def fmt_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "—"
+    return "∞" if math.isinf(ratio) else f"{ratio:.2f}"
+
+
+# --- the overview ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    queue: Queue
+    depth: int
+    fill_pct: int
+    ratio: float | None
+    oldest_seconds: float | None
+    approve: stats.ApproveRate
+
+
+def overview_rows(*, now: datetime | None = None) -> list[QueueRow]:
+    """Every queue with its numbers, active ones first, then by slug. One
+    query per kind of number whatever the number of queues; the depth is the
+    kept depth on the queue's row (what admission decides on, recounted every
+    few seconds)."""
+    now = now or timezone.now()
+    queues = list(Queue.objects.order_by("archived_at", "slug"))
+    queues.sort(key=lambda q: (q.archived, q.slug))
+    flow = stats.rates_by_queue(stats.RATE_WINDOWS[OVERVIEW_RATE_WINDOW], now=now)
+    oldest = stats.oldest_waiting_by_queue(now=now)
+    approve = stats.approve_rates_by_queue(queues)
+    rows = []
+    for q in queues:
+        rate = flow.get(q.pk)
+        rows.append(
+            QueueRow(
+                queue=q,
+                depth=q.depth,
+                fill_pct=min(100, round(100 * q.depth / q.capacity)) if q.capacity else 0,
+                ratio=rate.ratio if rate else None,
+                oldest_seconds=oldest.get(q.pk),
+                approve=approve[q.pk],
+            )
+        )
+    return rows
+
+
+def overview_context(form: QueueCreateForm) -> dict[str, Any]:
+    rows = overview_rows()
+    shown = [
+        {
+            "row": row,
+            "ratio_text": fmt_ratio(row.ratio),
+            "oldest_text": fmt_duration(row.oldest_seconds),
+            "dashboard_url": scoped_url("ops:dashboard", row.queue),
+        }
+        for row in rows
+    ]
+    return {
+        "active": [r for r in shown if not r["row"].queue.archived],
+        "archived": [r for r in shown if r["row"].queue.archived],
+        "form": form,
+        "rate_window": OVERVIEW_RATE_WINDOW,
+    }
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def queues(request: HttpRequest) -> HttpResponse:
+    """Every queue at a glance, and the form that creates one."""
+    if request.method == "POST":
+        form = QueueCreateForm(request.POST)
+        if form.is_valid():
+            try:
+                queue = services.create_queue(
+                    user=request.user,
+                    slug=form.cleaned_data["slug"],
+                    name=form.cleaned_data["name"],
+                    settings=form.settings(),
+                )
+            except ValidationError as exc:
+                for name, errors in exc.message_dict.items():
+                    form.add_error(name if name in form.fields else None, errors)
+            except services.InvalidInput as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            else:
+                messages.success(request, f"Queue {queue.slug} created. Choose its reviewers below.")
+                return redirect("ops:queue", slug=queue.slug)
+        return render(request, "ops/queues.html", overview_context(form), status=400)
+    return render(request, "ops/queues.html", overview_context(QueueCreateForm()))
+
+
+# --- one queue: its reviewers, archive and restore ---------------------------------------------
+
+
+def update_members(*, queue: Queue, user: AbstractBaseUser | None, data: dict[str, Any]) -> dict[str, list[Any]]:
+    """Set who reviews ``queue``: ``open_to_all``, ``members`` and
+    ``member_groups``; audited like a policy change. Writes only those
+    columns, never the row's depth or mode (the services' state), and takes
+    no lock: membership is not queue state. Answers the changes made."""
+    before = {
+        "open_to_all": queue.open_to_all,
+        "members": sorted(queue.members.values_list("username", flat=True)),
+        "member_groups": sorted(queue.member_groups.values_list("name", flat=True)),
+    }
+    after = {
+        "open_to_all": bool(data["open_to_all"]),
+        "members": sorted(u.get_username() for u in data["members"]),
+        "member_groups": sorted(g.name for g in data["member_groups"]),
+    }
+    diff = {name: [before[name], after[name]] for name in after if before[name] != after[name]}
+    if not diff:
+        return diff
+    with transaction.atomic():
+        Queue.objects.filter(pk=queue.pk).update(open_to_all=after["open_to_all"])
+        queue.members.set(data["members"])
+        queue.member_groups.set(data["member_groups"])
+        PolicyAudit.objects.create(queue=queue, user=user, changes=diff)
+    return diff
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def queue_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """A queue's reviewers (users and groups), with links to its scoped pages."""
+    queue = Queue.objects.filter(slug=slug).first()
+    if queue is None:
+        return unknown_queue_page(request, slug)
+    status = 200
+    if request.method == "POST":
+        form = QueueMembersForm(request.POST)
+        if form.is_valid():
+            diff = update_members(queue=queue, user=request.user, data=form.cleaned_data)
+            messages.success(request, f"Reviewers of {queue.slug} saved ({', '.join(diff) or 'nothing'} changed).")
+            return redirect("ops:queue", slug=queue.slug)
+        status = 400
+    else:
+        form = QueueMembersForm(initial=QueueMembersForm.initial_for(queue))
+    return render(
+        request,
+        "ops/queue.html",
+        {"queue": queue, "form": form, **scope_context(queue), "depth": queue.depth},
+        status=status,
+    )
+
+
+ARCHIVE_ACTIONS = {"archive": True, "restore": False}
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def queue_archive(request: HttpRequest, slug: str, action: str) -> HttpResponse:
+    """GET asks to confirm; POST archives (or restores) the queue."""
+    if action not in ARCHIVE_ACTIONS:
+        return HttpResponse("unknown action", status=400)
+    queue = Queue.objects.filter(slug=slug).first()
+    if queue is None:
+        return unknown_queue_page(request, slug)
+    archived = ARCHIVE_ACTIONS[action]
+    error = ""
+    if request.method == "POST":
+        try:
+            services.archive_queue(queue=queue, user=request.user, archived=archived)
+        except services.InvalidInput as exc:
+            error = exc.message
+        else:
+            messages.success(request, f"Queue {queue.slug} {'archived' if archived else 'restored'}.")
+            return redirect("ops:queues")
+    context = {"queue": queue, "action": action, "archived": archived, "error": error}
+    return render(request, "ops/queue_archive.html", context, status=400 if error else 200)
+
+
+# --- routing rules ------------------------------------------------------------------------------
+
+
+def enabled_routes() -> list[policy.RoutingRule]:
+    """The rules routing reads, in its order: enabled, to an active queue."""
+    rows = RoutingRule.objects.filter(enabled=True, queue__archived_at__isnull=True).select_related("queue")
+    return [row.rule() for row in rows.order_by("position", "pk")]
+
+
+def routing_context(form: RoutingRuleForm, preview: RoutePreviewForm) -> dict[str, Any]:
+    target = None
+    if preview.is_bound and preview.is_valid():
+        data = preview.cleaned_data
+        target = policy.route(
+            enabled_routes(),
+            producer=data["producer"],
+            task_kind=data["task_kind"],
+            priority=data["priority"],
+            task_id=data["task_id"],
+            default=DEFAULT_QUEUE,
+        )
+    rules = list(RoutingRule.objects.select_related("queue").order_by("position", "pk"))
+    return {"rules": rules, "form": form, "preview": preview, "target": target}
+
+
+def _renumber() -> list[RoutingRule]:
+    """The rules in order with positions 0, 1, 2, ... (written only where they differ)."""
+    rules = list(RoutingRule.objects.select_for_update().order_by("position", "pk"))
+    for i, rule in enumerate(rules):
+        if rule.position != i:
+            rule.position = i
+            RoutingRule.objects.filter(pk=rule.pk).update(position=i)
+    return rules
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def routing_rules(request: HttpRequest) -> HttpResponse:
+    """The routing rules in the order they are tried; a new rule goes last."""
+    preview = RoutePreviewForm(request.GET if "priority" in request.GET else None)
+    if request.method == "POST":
+        form = RoutingRuleForm(request.POST)
+        if form.is_valid():
+            with transaction.atomic():
+                last = RoutingRule.objects.select_for_update().aggregate(p=Max("position"))["p"]
+                rule = form.save(commit=False)
+                rule.position = 0 if last is None else last + 1
+                rule.save()
+            routing.forget()
+            messages.success(request, f"Routing rule added: #{rule.position + 1} sends work to {rule.queue.slug}.")
+            return redirect("ops:routing")
+        return render(request, "ops/routing.html", routing_context(form, preview), status=400)
+    return render(request, "ops/routing.html", routing_context(RoutingRuleForm(), preview))
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def routing_rule_edit(request: HttpRequest, rule_id: int) -> HttpResponse:
+    rule = get_object_or_404(RoutingRule.objects.select_related("queue"), pk=rule_id)
+    if request.method == "POST":
+        form = RoutingRuleForm(request.POST, instance=rule)
+        if form.is_valid():
+            form.save()
+            routing.forget()
+            messages.success(request, "Routing rule saved.")
+            return redirect("ops:routing")
+        return render(request, "ops/routing_rule.html", {"form": form, "rule": rule}, status=400)
+    return render(request, "ops/routing_rule.html", {"form": RoutingRuleForm(instance=rule), "rule": rule})
+
+
+@require_POST
+@operator_required
+def routing_rule_delete(request: HttpRequest, rule_id: int) -> HttpResponse:
+    rule = get_object_or_404(RoutingRule, pk=rule_id)
+    rule.delete()
+    routing.forget()
+    messages.success(request, "Routing rule deleted.")
+    return redirect("ops:routing")
+
+
+MOVES = {"up": -1, "down": 1}
+
+
+@require_POST
+@operator_required
+def routing_rule_move(request: HttpRequest, rule_id: int, direction: str) -> HttpResponse:
+    """Swap a rule with its neighbour above or below; the first and last stay put."""
+    step = MOVES.get(direction)
+    if step is None:
+        return HttpResponse("unknown direction", status=400)
+    get_object_or_404(RoutingRule, pk=rule_id)
+    with transaction.atomic():
+        rules = _renumber()
+        i = next(i for i, r in enumerate(rules) if r.pk == rule_id)
+        j = i + step
+        if 0 <= j < len(rules):
+            RoutingRule.objects.filter(pk=rules[i].pk).update(position=j)
+            RoutingRule.objects.filter(pk=rules[j].pk).update(position=i)
+    routing.forget()
+    return redirect("ops:routing")
