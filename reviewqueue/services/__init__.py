@@ -44,7 +44,7 @@ from .errors import (
 from .leases import claim, current_claim, expire_leases, release, renew
 from .outcomes import AdmitResult
 from .quality import is_paused, mark_gold, reestimate, reinstate, retire_gold
-from .queue_policy import archive_queue, create_queue, decide_rule, policy_update
+from .queue_policy import archive_queue, create_queue, decide_rule, policy_update, set_reviewers
 from .verdicts import decide, send_back, settle, undo
 
 __all__ = [
@@ -80,6 +80,7 @@ __all__ = [
     "renew",
     "retire_gold",
     "send_back",
+    "set_reviewers",
     "settle",
     "undo",
 ]

@@ -10,9 +10,11 @@ Not to be confused with ``reviewqueue.policy``, the pure decisions.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, Group
 from django.db import transaction
 from django.utils import timezone
 
@@ -64,6 +66,43 @@ def archive_queue(*, queue: Queue | int, user: AbstractBaseUser | None, archived
         extra={"queue": locked.slug, "user": getattr(user, "username", None)},
     )
     return locked
+
+
+def set_reviewers(
+    *,
+    queue: Queue,
+    user: AbstractBaseUser | None,
+    open_to_all: bool,
+    members: Iterable[AbstractBaseUser],
+    groups: Iterable[Group],
+) -> dict[str, list[Any]]:
+    """Set who reviews ``queue``: every reviewer (``open_to_all``), or these
+    users and the users of these groups; audited like a policy change.
+    Writes only those columns, never the row's depth or mode (the services'
+    state), and takes no lock: membership is not queue state. Answers the
+    changes made (field: [before, after])."""
+    members, groups = list(members), list(groups)
+    before = {
+        "open_to_all": queue.open_to_all,
+        "members": sorted(queue.members.values_list("username", flat=True)),
+        "member_groups": sorted(queue.member_groups.values_list("name", flat=True)),
+    }
+    after = {
+        "open_to_all": bool(open_to_all),
+        "members": sorted(u.get_username() for u in members),
+        "member_groups": sorted(g.name for g in groups),
+    }
+    diff = {name: [before[name], after[name]] for name in after if before[name] != after[name]}
+    if not diff:
+        return diff
+    with transaction.atomic():
+        Queue.objects.filter(pk=queue.pk).update(open_to_all=after["open_to_all"])
+        queue.open_to_all = after["open_to_all"]
+        queue.members.set(members)
+        queue.member_groups.set(groups)
+        PolicyAudit.objects.create(queue=queue, user=user, changes=diff)
+    log.info("queue reviewers changed", extra={"queue": queue.slug, "changes": diff})
+    return diff
 
 
 def policy_update(

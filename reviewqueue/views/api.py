@@ -22,7 +22,7 @@ from pydantic import field_validator
 
 from .. import quality, services, stats
 from ..middleware import RETRY_AFTER_SECONDS
-from ..models import ApiToken, CutoffReason, LoopRun, ReviewItem
+from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
 from ..tokens import token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
@@ -382,14 +382,20 @@ def run_status(request: HttpRequest, run_id: str) -> Status[dict[str, Any]]:
     return Status(200, _run_body(run))
 
 
-@api.get("/stats", response={200: dict[str, Any], 401: Error}, summary="Queue statistics (any scope)")
-def queue_stats(request: HttpRequest) -> dict[str, Any]:
+@api.get("/stats", response={200: dict[str, Any], 400: Error, 401: Error}, summary="Queue statistics (any scope)")
+def queue_stats(request: HttpRequest, queue: str | None = None) -> dict[str, Any]:
     """Depth, mode, rates over the last 15 minutes, ratio, oldest waiting item,
-    approve rate, shed counts: the dashboard's numbers as JSON. Every producer
-    may read them: they are what it needs to pace itself. ``agreement`` says
-    how far the verdicts can be trusted (reviewers by id only; accuracy on
-    gold stays on the operators' pages), from a report cached for a minute."""
-    return {**stats.snapshot(), "agreement": quality.agreement_for_producers(quality.cached_quality_report())}
+    approve rate, shed counts: the dashboard's numbers as JSON, for the queue
+    named by ``?queue=<slug>`` (the default queue without it; an unknown slug
+    is a 400 naming it). Every producer may read them: they are what it needs
+    to pace itself. ``agreement`` says how far the verdicts can be trusted
+    (reviewers by id only; accuracy on gold stays on the operators' pages),
+    from a report cached for a minute."""
+    target = Queue.default() if not queue else Queue.objects.filter(slug=queue).first()
+    if target is None:
+        raise services.InvalidInput("queue", f"unknown queue {queue[:60]!r}")
+    agreement = quality.agreement_for_producers(quality.cached_quality_report())
+    return {**stats.snapshot(queue=target), "agreement": agreement}
 
 
 @api.get(

@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from django.contrib import messages
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
@@ -32,7 +31,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from .. import policy, services, stats
 from ..access import operator_required
 from ..forms import QueueCreateForm, QueueMembersForm, RoutePreviewForm, RoutingRuleForm
-from ..models import DEFAULT_QUEUE, PolicyAudit, Queue, RoutingRule
+from ..models import DEFAULT_QUEUE, Queue, RoutingRule
 from ..services import routing
 
 V = TypeVar("V", bound=Callable[..., HttpResponse])
@@ -214,32 +213,6 @@ def queues(request: HttpRequest) -> HttpResponse:
 # --- one queue: its reviewers, archive and restore ---------------------------------------------
 
 
-def update_members(*, queue: Queue, user: AbstractBaseUser | None, data: dict[str, Any]) -> dict[str, list[Any]]:
-    """Set who reviews ``queue``: ``open_to_all``, ``members`` and
-    ``member_groups``; audited like a policy change. Writes only those
-    columns, never the row's depth or mode (the services' state), and takes
-    no lock: membership is not queue state. Answers the changes made."""
-    before = {
-        "open_to_all": queue.open_to_all,
-        "members": sorted(queue.members.values_list("username", flat=True)),
-        "member_groups": sorted(queue.member_groups.values_list("name", flat=True)),
-    }
-    after = {
-        "open_to_all": bool(data["open_to_all"]),
-        "members": sorted(u.get_username() for u in data["members"]),
-        "member_groups": sorted(g.name for g in data["member_groups"]),
-    }
-    diff = {name: [before[name], after[name]] for name in after if before[name] != after[name]}
-    if not diff:
-        return diff
-    with transaction.atomic():
-        Queue.objects.filter(pk=queue.pk).update(open_to_all=after["open_to_all"])
-        queue.members.set(data["members"])
-        queue.member_groups.set(data["member_groups"])
-        PolicyAudit.objects.create(queue=queue, user=user, changes=diff)
-    return diff
-
-
 @require_http_methods(["GET", "POST"])
 @operator_required
 def queue_detail(request: HttpRequest, slug: str) -> HttpResponse:
@@ -251,7 +224,14 @@ def queue_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         form = QueueMembersForm(request.POST)
         if form.is_valid():
-            diff = update_members(queue=queue, user=request.user, data=form.cleaned_data)
+            data = form.cleaned_data
+            diff = services.set_reviewers(
+                queue=queue,
+                user=request.user,
+                open_to_all=data["open_to_all"],
+                members=data["members"],
+                groups=data["member_groups"],
+            )
             messages.success(request, f"Reviewers of {queue.slug} saved ({', '.join(diff) or 'nothing'} changed).")
             return redirect("ops:queue", slug=queue.slug)
         status = 400

@@ -102,3 +102,15 @@ def test_a_task_runs_in_its_routed_queue(
     again = _post(client, "/api/tasks", {"task": TASK, "run_id": "r-docs", "queue": "default"}, auth)
     assert (again.status_code, again.json()["queue"]) == (200, "docs")
     assert Queue.objects.get(slug="docs").step_limit == 3
+
+
+def test_stats_are_of_the_queue_asked_for(client: Client, auth: dict[str, str]) -> None:
+    services.create_queue(user=None, slug="busy", settings={"capacity": 3})
+    for key in ("s1", "s2"):
+        _post(client, "/api/outputs", {**OUTPUT, "idempotency_key": key, "queue": "busy"}, auth)
+    busy = client.get("/api/stats?queue=busy", headers=auth).json()
+    default = client.get("/api/stats", headers=auth).json()
+    assert (busy["queue"], busy["depth"], busy["capacity"]) == ("busy", 2, 3)
+    assert (default["queue"], default["depth"]) == ("default", 0)
+    unknown = client.get("/api/stats?queue=nope", headers=auth)
+    assert unknown.status_code == 400 and "unknown queue 'nope'" in unknown.json()["fields"]["queue"]

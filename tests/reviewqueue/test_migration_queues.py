@@ -43,8 +43,11 @@ def _fill(apps: Any) -> None:
     """One of everything, as a single-queue installation would hold it."""
     get = lambda name: apps.get_model("reviewqueue", name)
     now = timezone.now()
-    get("QueuePolicy").objects.create(
-        pk=1, capacity=7, step_limit=4, mode="draft", depth=2, instructions="Judge **carefully**."
+    policies = get("QueuePolicy").objects
+    policies.exclude(pk=1).delete()  # one policy row, as before there were queues
+    policies.update_or_create(
+        pk=1,
+        defaults={"capacity": 7, "step_limit": 4, "mode": "draft", "depth": 2, "instructions": "Judge **carefully**."},
     )
     items = [
         get("ReviewItem").objects.create(

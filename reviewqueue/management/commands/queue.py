@@ -99,21 +99,22 @@ class Command(BaseCommand):
 
     def _members(self, options: dict[str, Any]) -> None:
         queue = self._queue(options["slug"])
-        users = get_user_model().objects
-        for key, add in (("add_user", True), ("remove_user", False)):
+        members = set(queue.members.all())
+        groups = set(queue.member_groups.all())
+        for key, kept in (("add_user", members), ("remove_user", members)):
             for name in options[key]:
-                user = users.filter(username=name).first()
+                user = get_user_model().objects.filter(username=name).first()
                 if user is None:
                     raise CommandError(f"no user {name!r}")
-                (queue.members.add if add else queue.members.remove)(user)
-        for key, add in (("add_group", True), ("remove_group", False)):
+                (kept.add if key.startswith("add") else kept.discard)(user)
+        for key in ("add_group", "remove_group"):
             for name in options[key]:
                 group = Group.objects.filter(name=name).first()
                 if group is None:
                     raise CommandError(f"no group {name!r}")
-                (queue.member_groups.add if add else queue.member_groups.remove)(group)
-        if options["open_to_all"]:
-            Queue.objects.filter(pk=queue.pk).update(open_to_all=options["open_to_all"] == "yes")
+                (groups.add if key.startswith("add") else groups.discard)(group)
+        everyone = queue.open_to_all if options["open_to_all"] is None else options["open_to_all"] == "yes"
+        services.set_reviewers(queue=queue, user=None, open_to_all=everyone, members=members, groups=groups)
         names = sorted(queue.members.values_list("username", flat=True))
         groups = sorted(queue.member_groups.values_list("name", flat=True))
         self.stdout.write(f"{queue.slug}: users {', '.join(names) or '-'}; groups {', '.join(groups) or '-'}")
