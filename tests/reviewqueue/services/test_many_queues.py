@@ -22,7 +22,10 @@ SUITE = {task.id: task for task in builtin_suite()}
 
 
 def _queue(slug: str, **settings: Any) -> Queue:
-    return services.create_queue(user=None, slug=slug, settings={"double_review_rate": 0, **settings})
+    """A queue every reviewer reviews, one review per item."""
+    queue = services.create_queue(user=None, slug=slug, settings={"double_review_rate": 0, **settings})
+    services.set_reviewers(queue=queue, user=None, open_to_all=True, members=[], groups=[])
+    return queue
 
 
 def _push(queue: str, key: str, priority: int = 1) -> services.AdmitResult:
