@@ -41,6 +41,7 @@ import statistics
 import time
 from typing import Any
 
+import bench_scale
 from bench_scale import timed, use_database
 from benchlib import scratch_database, setup_django, write_results
 
@@ -142,41 +143,8 @@ def seed(queues: int, pending: int, decided: int, sample_hours: int) -> float:
     return time.perf_counter() - started
 
 
-class Actions:
-    """The timed actions, on whichever database is current."""
-
-    def __init__(self) -> None:
-        from django.contrib.auth import get_user_model
-        from django.test import Client
-
-        users = get_user_model().objects
-        self.reviewer = users.get(username="rita")
-        self.review_client = Client()
-        self.review_client.force_login(self.reviewer)
-        self.ops_client = Client()
-        self.ops_client.force_login(users.get(username="otto"))
-        self.held: int | None = None
-
-    def claim(self) -> None:
-        """claim() of the next item across the reviewer's queues."""
-        from reviewqueue import services
-
-        item = services.claim(reviewer=self.reviewer)
-        assert item is not None, "nothing to claim"
-        self.held = item.pk
-
-    def review_page(self) -> None:
-        """GET /review/ while holding the item: the page the browser loads."""
-        response = self.review_client.get("/review/")
-        assert response.status_code == 200, response.status_code
-
-    def decide(self) -> None:
-        """decide() of the held item, so the next claim takes a fresh one."""
-        from reviewqueue import services
-
-        assert self.held is not None
-        services.decide(item_id=self.held, reviewer=self.reviewer, approve=True)
-        self.held = None
+class Actions(bench_scale.Actions):
+    """bench_scale's timed actions; the dashboard is scoped to one queue."""
 
     def dashboard(self) -> None:
         """GET /ops/?queue=q000: the dashboard scoped to one queue."""

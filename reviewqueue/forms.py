@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 
 from . import export
 from .models import GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
+from .services.errors import InvalidInput
 from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
 
 # Simulated minutes (replications x duration) above which a what-if runs in
@@ -538,3 +539,13 @@ class RoutePreviewForm(forms.Form):
     task_kind = forms.CharField(required=False, max_length=20, label="Task kind")
     priority = forms.IntegerField(initial=0)
     task_id = forms.CharField(required=False, max_length=200, label="Task id")
+
+
+def add_service_errors(form: forms.BaseForm, exc: ValidationError | InvalidInput) -> None:
+    """Show a service's refusal on the form: each error next to its field,
+    or above the form when it names no field of it."""
+    if isinstance(exc, InvalidInput):
+        form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        return
+    for name, errors in exc.message_dict.items():
+        form.add_error(name if name in form.fields else None, errors)

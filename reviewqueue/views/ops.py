@@ -32,6 +32,7 @@ from ..forms import (
     LiveWindowForm,
     PolicyForm,
     WhatIfForm,
+    add_service_errors,
     scenario_initial,
 )
 from ..models import FilterRule, PolicyAudit, Queue, SimulationRun
@@ -230,11 +231,8 @@ def policy_settings(request: HtmxHttpRequest, queue: Queue) -> HttpResponse:
         if form.is_valid():
             try:
                 services.policy_update(user=request.user, changes=form.changes(), queue=queue)
-            except ValidationError as exc:
-                for name, errors in exc.message_dict.items():
-                    form.add_error(name if name in form.fields else None, errors)
-            except services.InvalidInput as exc:
-                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            except (ValidationError, services.InvalidInput) as exc:
+                add_service_errors(form, exc)
             else:
                 changed = ", ".join(form.changes()) or "nothing"
                 messages.success(request, f"Policy of {queue.slug} saved ({changed} changed).")

@@ -30,7 +30,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import policy, services, stats
 from ..access import operator_required
-from ..forms import QueueCreateForm, QueueMembersForm, RoutePreviewForm, RoutingRuleForm
+from ..forms import QueueCreateForm, QueueMembersForm, RoutePreviewForm, RoutingRuleForm, add_service_errors
 from ..models import DEFAULT_QUEUE, Queue, RoutingRule
 from ..services import routing
 
@@ -198,11 +198,8 @@ def queues(request: HttpRequest) -> HttpResponse:
                     name=form.cleaned_data["name"],
                     settings=form.settings(),
                 )
-            except ValidationError as exc:
-                for name, errors in exc.message_dict.items():
-                    form.add_error(name if name in form.fields else None, errors)
-            except services.InvalidInput as exc:
-                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            except (ValidationError, services.InvalidInput) as exc:
+                add_service_errors(form, exc)
             else:
                 messages.success(request, f"Queue {queue.slug} created. Choose its reviewers below.")
                 return redirect("ops:queue", slug=queue.slug)
