@@ -206,7 +206,11 @@ def demo_processes(manage: list[str], env: dict[str, str], port: int) -> list[su
 
 
 def stop_processes(procs: list[subprocess.Popen]) -> None:
-    """Ctrl-C each, then wait; whatever is still running after 15 s is killed."""
+    """Ctrl-C each, then wait; whatever is still running after 15 s is killed.
+    A second Ctrl-C meanwhile (a terminal sends one to the whole process
+    group) is ignored rather than left to interrupt the wait."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("stopping the worker and the server (at most 15 s)...", flush=True)
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGINT)
