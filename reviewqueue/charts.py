@@ -152,12 +152,14 @@ class PairChart:
     unit: str = ""
     legend: tuple[str, str] = ("before", "after")
     digits: int = 1
-    width: int = 640
-    pad_left: int = 120
+    # Narrower than the line charts: two sit side by side, and on a phone
+    # the SVG shrinks less, so its labels stay readable.
+    width: int = 460
+    pad_left: int = 90
     pad_right: int = 80
     pad_top: int = 28
     pad_bottom: int = 24
-    bar_height: int = 14
+    bar_height: int = 16
     row_gap: int = 14
     height: int = 0
     x_ticks: list[tuple[float, str]] = field(default_factory=list)

@@ -528,31 +528,39 @@ class Compared:
     digits: int
     note: str
 
+    @property
+    def heading(self) -> str:
+        return f"{self.label} ({self.unit})"
+
 
 COMPARED_SHOWN = (
-    Compared("overflow_pct", "Lost share", "%", 1, "share of arrivals shed or refused"),
-    Compared("lost", "Items lost", "items", 1, "per run"),
-    Compared("mean_wait_min", "Mean wait", "min", 1, "of reviewed items"),
+    Compared("overflow_pct", "Lost share", "%", 1, "the share of arrivals shed or refused at capacity"),
+    Compared("lost", "Items lost", "per run", 1, "arrivals shed or refused, per simulated run"),
+    Compared("mean_wait_min", "Mean wait", "min", 1, "from arrival to decision, of reviewed items"),
     Compared("p95_wait_min", "p95 wait", "min", 1, "95 % of reviewed items waited less"),
-    Compared("time_in_draft_min", "Time in draft mode", "min", 0, "loops ran once"),
+    Compared("time_in_draft_min", "Draft mode", "min", 0, "time above the high watermark: loops ran once"),
 )
+
+
+def fmt_number(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
 
 
 def fmt_figure(value: float | None, unit: str, digits: int) -> str:
     if value is None:
         return "—"
-    return f"{value:,.{digits}f} {unit}" if unit != "%" else f"{value:.{digits}f} %"
+    return f"{value:,.{digits}f} {unit}"
 
 
-def fmt_change(before: float | None, after: float | None, unit: str, digits: int) -> tuple[str, str]:
-    """The change in words and its tone: worse (up), better (down) or none."""
+def fmt_change(before: float | None, after: float | None, digits: int) -> tuple[str, str]:
+    """The change as a signed number and its tone: worse (up), better (down) or none."""
     if before is None or after is None:
         return "", "muted"
     delta = round(after - before, digits)
     if delta == 0:
-        return "no change", "muted"
+        return "=", "muted"
     sign = "+" if delta > 0 else "−"
-    return f"{sign}{fmt_figure(abs(delta), unit, digits)}", "worse" if delta > 0 else "better"
+    return f"{sign}{abs(delta):,.{digits}f}", "worse" if delta > 0 else "better"
 
 
 def added_result_context(run: SimulationRun) -> dict[str, Any]:
@@ -575,12 +583,12 @@ def added_result_context(run: SimulationRun) -> dict[str, Any]:
         cells = []
         for c in COMPARED_SHOWN:
             before, after = changes[c.key]
-            change, tone = fmt_change(before, after, c.unit, c.digits)
+            change, tone = fmt_change(before, after, c.digits)
             cells.append(
                 {
-                    "label": c.label,
-                    "before": fmt_figure(before, c.unit, c.digits),
-                    "after": fmt_figure(after, c.unit, c.digits),
+                    "label": c.heading,
+                    "before": fmt_number(before, c.digits),
+                    "after": fmt_number(after, c.digits),
                     "change": change,
                     "tone": tone,
                 }
@@ -610,7 +618,7 @@ def added_result_context(run: SimulationRun) -> dict[str, Any]:
     ctx.update(
         {
             "r": r,
-            "columns": [c for c in COMPARED_SHOWN],
+            "columns": COMPARED_SHOWN,
             "rows": rows,
             "own": [(c.label, fmt_figure(own.get(c.key), c.unit, c.digits), c.note) for c in COMPARED_SHOWN],
             "charts": charts,

@@ -197,7 +197,8 @@ def test_a_small_run_gives_what_if_added_s_figures(client: Client, operator: Use
     for slug in ("default", "team-a", "team-b"):
         assert f'id="change-{slug}"' in page
     before, after = expected["changes"]["team-a"]["p95_wait_min"]
-    assert f'{before:.1f} min</span> → <span class="after">{after:.1f} min' in page
+    assert f'<span class="before">{before:.1f}</span> → <span class="after">{after:.1f}</span>' in page
+    assert "p95 wait (min)" in page
     u0, u1 = expected["utilisation"]
     assert f"{100 * u0:.1f} % → {100 * u1:.1f} %" in page
     assert page.count('class="bar-after"') >= 2 * 3  # two paired-bar charts, a bar per queue
