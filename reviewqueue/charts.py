@@ -116,3 +116,86 @@ def build_chart(chart: Chart, *, x_tick_format: Callable[[float], str] | None = 
     fmt = x_tick_format or (lambda v: f"{v:g}")
     chart.x_ticks = [(px(x0 + (x1 - x0) * i / 4), fmt(x0 + (x1 - x0) * i / 4)) for i in range(5)]
     return chart
+
+
+# --- paired bars: one figure per row, before and after a change -------------------------------
+
+
+@dataclass
+class Bar:
+    """One bar's geometry and the value it is labelled with."""
+
+    y: float
+    width: float
+    text: str
+    text_x: float
+
+
+@dataclass
+class PairRow:
+    """One row of a paired bar chart: a label and a figure before and after."""
+
+    label: str
+    before: float | None
+    after: float | None
+    y: float = 0.0
+    bars: list[Bar] = field(default_factory=list)
+
+
+@dataclass
+class PairChart:
+    """Horizontal bars in pairs (before, after) for rows such as queues, so a
+    change reads at a glance; ``unit`` follows each value label."""
+
+    title: str
+    rows: list[PairRow]
+    unit: str = ""
+    legend: tuple[str, str] = ("before", "after")
+    digits: int = 1
+    # Narrower than the line charts: two sit side by side, and on a phone
+    # the SVG shrinks less, so its labels stay readable.
+    width: int = 460
+    pad_left: int = 90
+    pad_right: int = 80
+    pad_top: int = 28
+    pad_bottom: int = 24
+    bar_height: int = 16
+    row_gap: int = 14
+    height: int = 0
+    x_ticks: list[tuple[float, str]] = field(default_factory=list)
+    empty: bool = False
+
+
+def build_pair_chart(chart: PairChart) -> PairChart:
+    """Lay out every row's two bars on one scale from 0; a missing value (a
+    queue that reviewed nothing) draws no bar and reads "none"."""
+    values = [v for row in chart.rows for v in (row.before, row.after) if v is not None]
+    if not chart.rows:
+        chart.empty = True
+        return chart
+    top, step = y_axis(max(values) if values else 0.0)
+    plot_w = chart.width - chart.pad_left - chart.pad_right
+    row_h = 2 * chart.bar_height + chart.row_gap
+    chart.height = chart.pad_top + row_h * len(chart.rows) + chart.pad_bottom
+
+    def px(v: float) -> float:
+        return round(v / top * plot_w, 1)
+
+    unit = f" {chart.unit}" if chart.unit else ""
+    for i, row in enumerate(chart.rows):
+        row.y = chart.pad_top + i * row_h
+        row.bars = []
+        for j, value in enumerate((row.before, row.after)):
+            width = 0.0 if value is None else px(value)
+            text = "none" if value is None else f"{value:.{chart.digits}f}{unit}"
+            row.bars.append(
+                Bar(
+                    y=row.y + j * chart.bar_height,
+                    width=width,
+                    text=text,
+                    text_x=round(chart.pad_left + width + 4, 1),
+                )
+            )
+    n_ticks = round(top / step)
+    chart.x_ticks = [(round(chart.pad_left + px(step * i), 1), f"{step * i:g}") for i in range(n_ticks + 1)]
+    return chart

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from . import export
 from .models import GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
 from .services.errors import InvalidInput
+from .services.simulations import ADD_QUEUE_KIND
 from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
 
 # Simulated minutes (replications x duration) above which a what-if runs in
@@ -305,6 +306,188 @@ def scenario_initial(scenario: Any, **extra: Any) -> dict[str, Any]:
     data.update({"replications": 20, "seed": 0, "target_overflow_pct": 1.0})
     data.update(extra)
     return data
+
+
+# The largest "add a queue" what-if allowed, in the same unit as
+# MAX_SIMULATION_EVENTS (see add_queue_events), counting both scenarios it
+# runs. Several queues cost about as much per unit as one: at about 8 us a
+# unit this is under a minute on one core.
+MAX_ADD_QUEUE_EVENTS = 5_000_000
+MAX_ADD_QUEUE_HOURS = 168
+
+
+def add_queue_events(
+    replications: int, duration_min: int, rates: list[float], added_rate: float, review: float
+) -> float:
+    """The simulated work of an "add a queue" what-if: the queues without the
+    new one, then with it, each at the per-minute floor of every queue."""
+    n = len(rates)
+    without = sum(rates) + review + EVENTS_FLOOR_PER_MIN * n
+    with_added = without + added_rate + EVENTS_FLOOR_PER_MIN
+    return replications * duration_min * (without + with_added)
+
+
+class AddQueueWhatIfForm(forms.Form):
+    """'If we add a queue': every active queue's arrival rate and capacity
+    (prefilled from live data), the team's review rate, the new queue, and
+    how to run it. Each existing queue has two fields, ``rate__<slug>`` and
+    ``capacity__<slug>``; ``params()`` is what a SimulationRun stores."""
+
+    review_per_min = forms.FloatField(
+        min_value=0,
+        max_value=10_000,
+        label="Review rate (decisions/min, all reviewers together)",
+        error_messages={"required": "Enter the team's review rate in decisions per minute."},
+    )
+    reviewers = forms.IntegerField(min_value=1, max_value=1000, help_text="people sharing that rate")
+    slug = forms.CharField(
+        max_length=50,
+        label="New queue's slug",
+        help_text="lowercase letters, digits and hyphens, starting with a letter",
+        error_messages={"required": "Name the new queue."},
+    )
+    production_per_min = forms.FloatField(
+        min_value=0,
+        max_value=10_000,
+        label="New queue's arrival rate (outputs/min)",
+        error_messages={"required": "Enter the new queue's arrival rate in outputs per minute."},
+    )
+    capacity = forms.IntegerField(min_value=1, max_value=1_000_000, initial=50, label="New queue's capacity (items)")
+    model = forms.ChoiceField(
+        choices=[("poisson", "poisson"), ("article", "article (fixed per-minute steps)")], initial="poisson"
+    )
+    hours = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_ADD_QUEUE_HOURS,
+        initial=8,
+        label="Duration (hours, from empty queues)",
+    )
+    replications = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_REPLICATIONS,
+        initial=20,
+        help_text=f"1 to {MAX_REPLICATIONS}, each run twice (without and with the new queue); at most "
+        f"{MAX_ADD_QUEUE_EVENTS:,} simulated events in all",
+    )
+    seed = forms.IntegerField(min_value=0, max_value=2**31, initial=0)
+
+    def __init__(self, *args: Any, queues: list[Queue], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.queues = queues
+        fields: dict[str, forms.Field] = {}
+        for q in queues:
+            fields[f"rate__{q.slug}"] = forms.FloatField(
+                min_value=0,
+                max_value=10_000,
+                label=f"{q.slug}: arrivals/min",
+                error_messages={
+                    "required": f"Enter {q.slug}'s arrival rate in outputs per minute (0 if it produces nothing)."
+                },
+            )
+            fields[f"capacity__{q.slug}"] = forms.IntegerField(
+                min_value=1,
+                max_value=1_000_000,
+                label=f"{q.slug}: capacity (items)",
+                error_messages={"required": f"Enter {q.slug}'s capacity in items."},
+            )
+        # The existing queues first, as the page shows them.
+        self.fields = {**fields, **self.fields}
+
+    def queue_rows(self) -> list[tuple[Queue, forms.BoundField, forms.BoundField]]:
+        return [(q, self[f"rate__{q.slug}"], self[f"capacity__{q.slug}"]) for q in self.queues]
+
+    def other_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.fields if "__" not in name]
+
+    def clean_slug(self) -> str:
+        from .policy import PolicyError, check_slug
+
+        slug = self.cleaned_data["slug"].strip()
+        try:
+            check_slug(slug)
+        except PolicyError:
+            raise forms.ValidationError(
+                "Use 1 to 50 lowercase letters, digits and hyphens, starting with a letter."
+            ) from None
+        if Queue.objects.filter(slug=slug).exists():
+            raise forms.ValidationError(f"A queue named {slug} already exists: pick a slug for the new one.")
+        return slug
+
+    def clean(self) -> dict[str, Any]:
+        from simulation import MultiScenario, QueueSpec
+
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            specs = tuple(
+                QueueSpec(
+                    slug=q.slug,
+                    production_per_min=data[f"rate__{q.slug}"],
+                    capacity=data[f"capacity__{q.slug}"],
+                    high_watermark=q.high_watermark,
+                    low_watermark=q.low_watermark,
+                )
+                for q in self.queues
+            )
+            self.scenario = MultiScenario(
+                queues=specs,
+                review_per_min=data["review_per_min"],
+                reviewers=data["reviewers"],
+                duration_min=data["hours"] * 60,
+                model=data["model"],
+            )
+            self.added = QueueSpec(
+                slug=data["slug"], production_per_min=data["production_per_min"], capacity=data["capacity"]
+            )
+            self.scenario.with_queue(self.added)
+        except ValueError as exc:
+            field, _, message = str(exc).partition(": ")
+            self.add_error(field if field in self.fields else None, message or str(exc))
+            return data
+        events = self.simulated_events()
+        if events > MAX_ADD_QUEUE_EVENTS:
+            fits = int(MAX_ADD_QUEUE_EVENTS // (events / data["replications"]))
+            advice = (
+                f"Use at most {fits} replications for {data['hours']} hours, or fewer hours."
+                if fits >= 1
+                else "Use fewer hours."
+            )
+            self.add_error(
+                "replications",
+                f"This run is too large to finish in time: {data['replications']} replications of "
+                f"{data['hours']} hours, with and without {data['slug']}, at these rates. {advice}",
+            )
+        return data
+
+    def simulated_events(self) -> float:
+        data = self.cleaned_data
+        return add_queue_events(
+            data["replications"],
+            data["hours"] * 60,
+            [data[f"rate__{q.slug}"] for q in self.queues],
+            data["production_per_min"],
+            data["review_per_min"],
+        )
+
+    def runs_inline(self) -> bool:
+        """Small runs finish within the request; larger ones go to a worker with a progress bar."""
+        return self.simulated_events() <= INLINE_SIMULATION_EVENTS
+
+    def params(self) -> dict[str, Any]:
+        """What a SimulationRun stores: the kind, both scenarios' parts and how to run them."""
+        data = self.cleaned_data
+        return {
+            "kind": ADD_QUEUE_KIND,
+            "multi": self.scenario.to_dict(),
+            "added": {
+                "slug": self.added.slug,
+                "production_per_min": self.added.production_per_min,
+                "capacity": self.added.capacity,
+            },
+            "replications": data["replications"],
+            "seed": data["seed"],
+        }
 
 
 class LiveWindowForm(forms.Form):

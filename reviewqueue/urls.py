@@ -34,6 +34,9 @@ ops_urls = (
         path("whatif/", ops.whatif, name="whatif"),
         path("whatif/run/", ops.whatif_run, name="whatif_run"),
         path("whatif/compare/", ops.whatif_compare, name="whatif_compare"),
+        # "If we add a queue": under whatif/, where no queue slug can be taken for it.
+        path("whatif/add-queue/", ops.queues_whatif, name="queues_whatif"),
+        path("whatif/add-queue/run/", ops.queues_whatif_run, name="queues_whatif_run"),
         path("whatif/<int:run_id>/", ops.whatif_result, name="whatif_result"),
         path("export/", ops.export, name="export"),
         path("export/download/", ops.export_download, name="export_download"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -322,24 +322,51 @@ def _queue_dict(summary: Summary) -> dict[str, Any]:
     }
 
 
-def run_multi_replications(ms: MultiScenario, replications: int = 1, seed: int = 0) -> MultiSummary:
+Progress = Callable[[int, int], None]
+
+
+def run_multi_replications(
+    ms: MultiScenario, replications: int = 1, seed: int = 0, progress: Progress | None = None
+) -> MultiSummary:
     """``replications`` independent runs of ``ms``, seeded as ``run_replications``
-    seeds them, so replication i of two scenarios shares its random numbers."""
+    seeds them, so replication i of two scenarios shares its random numbers.
+    ``progress(done, total)`` is called after each run."""
     if replications < 1:
         raise ValueError("replications: must be at least 1")
-    runs = [simulate_multi(ms, s) for s in replication_seeds(seed, replications)]
+    runs = []
+    for s in replication_seeds(seed, replications):
+        runs.append(simulate_multi(ms, s))
+        if progress is not None:
+            progress(len(runs), replications)
     return MultiSummary(ms, seed, runs)
 
 
 COMPARED = ("overflow_pct", "mean_wait_min", "p95_wait_min", "lost", "time_in_draft_min")
 
 
-def what_if_added(ms: MultiScenario, added: QueueSpec, replications: int = 20, seed: int = 0) -> dict[str, Any]:
+def what_if_added(
+    ms: MultiScenario,
+    added: QueueSpec,
+    replications: int = 20,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Run ``ms`` without and with ``added`` on the same seeds and report, for
     each queue that was there before, each compared figure as
-    ``[without, with]``; ``without`` and ``with`` are the two full summaries."""
-    before = run_multi_replications(ms, replications, seed).to_dict()
-    after = run_multi_replications(ms.with_queue(added), replications, seed).to_dict()
+    ``[without, with]``; ``without`` and ``with`` are the two full summaries.
+    ``progress(done, total)`` counts the runs of both, ``2 * replications`` in all."""
+    total = 2 * replications
+
+    def first(done: int, _n: int) -> None:
+        if progress is not None:
+            progress(done, total)
+
+    def second(done: int, _n: int) -> None:
+        if progress is not None:
+            progress(replications + done, total)
+
+    before = run_multi_replications(ms, replications, seed, first).to_dict()
+    after = run_multi_replications(ms.with_queue(added), replications, seed, second).to_dict()
     changes = {
         slug: {k: [before["queues"][slug][k], after["queues"][slug][k]] for k in COMPARED} for slug in before["queues"]
     }

@@ -10,6 +10,7 @@ in-process.
 from __future__ import annotations
 
 import logging
+import math
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +23,14 @@ from ..models import SimulationRun
 # The logger keeps the name these records have always had: log queries filter on it.
 log = logging.getLogger("reviewqueue.ops_tasks")
 
-__all__ = ["SIMULATION_TIME_LIMIT", "execute_simulation", "failure_message", "recommendation"]
+__all__ = [
+    "ADD_QUEUE_KIND",
+    "SIMULATION_TIME_LIMIT",
+    "execute_simulation",
+    "failure_message",
+    "multi_scenario",
+    "recommendation",
+]
 
 # A stored result keeps at most this many depth points; longer runs are averaged into buckets.
 MAX_SERIES_POINTS = 2000
@@ -31,6 +39,10 @@ RECOMMEND_BUDGET_MIN = 20_000
 # ...and its simulated work (minutes x events per minute) over the whole search.
 RECOMMEND_BUDGET_EVENTS = 20_000_000
 RECOMMEND_RATES_TRIED = 35
+# params["kind"] of an "add a queue" what-if: several queues sharing one
+# reviewer pool, run without and with a new queue (simulation.multi.what_if_added).
+# A run without a kind is a single queue's what-if.
+ADD_QUEUE_KIND = "add_queue"
 # The run_simulation task's hard time limit in seconds (its soft limit is a minute less).
 SIMULATION_TIME_LIMIT = 660
 
@@ -127,10 +139,57 @@ def execute_simulation(run_id: int) -> str:
     return SimulationRun.Status.DONE
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (a mean over no reviews) as None:
+    a JSON column stores neither NaN nor infinity."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def multi_scenario(params: dict[str, Any]) -> tuple[Any, Any]:
+    """The ``MultiScenario`` and the added ``QueueSpec`` an "add a queue" run stores."""
+    from simulation import MultiScenario, QueueSpec
+
+    stored = params["multi"]
+    specs = tuple(QueueSpec(**{**q, "priority_mix": tuple(q["priority_mix"])}) for q in stored["queues"])
+    ms = MultiScenario(
+        queues=specs,
+        review_per_min=float(stored["review_per_min"]),
+        reviewers=int(stored["reviewers"]),
+        duration_min=int(stored["duration_min"]),
+        model=stored["model"],
+    )
+    return ms, QueueSpec(**params["added"])
+
+
+def _simulate_added(run_id: int, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """An "add a queue" what-if: the live queues without and with the new one,
+    on the same seeds; progress counts the runs of both."""
+    from simulation import what_if_added
+
+    ms, added = multi_scenario(params)
+    replications = int(params.get("replications", 1))
+    total = 2 * replications
+    SimulationRun.objects.filter(pk=run_id).update(progress_total=total)
+
+    def progress(done: int, _total: int) -> None:
+        SimulationRun.objects.filter(pk=run_id).update(progress_done=done)
+
+    result = what_if_added(ms, added, replications, int(params.get("seed", 0)), progress=progress)
+    return {"kind": ADD_QUEUE_KIND, **_json_safe(result)}, total
+
+
 def _simulate(run_id: int, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """Run the scenario's replications (and the recommendation, given a
     target), reporting progress on the run's row; returns the result to
     store and the number of steps it took. Raises on a bad scenario."""
+    if params.get("kind") == ADD_QUEUE_KIND:
+        return _simulate_added(run_id, params)
     # Imported here: SimPy and numpy load only in a process that simulates.
     from simulation import Scenario, run_replications
 

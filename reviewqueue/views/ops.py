@@ -6,12 +6,14 @@ each is about one queue: ``?queue=<slug>`` (or a POST form's hidden
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -24,10 +26,12 @@ from loops.gates import GATES
 
 from .. import services, stats
 from ..access import operator_required
-from ..charts import Chart, HLine, Line, build_chart, watermark_marks
+from ..charts import Chart, HLine, Line, PairChart, PairRow, build_chart, build_pair_chart, watermark_marks
 from ..export import export_lines
 from ..forms import (
     INLINE_SIMULATION_MINUTES,
+    MAX_ADD_QUEUE_EVENTS,
+    AddQueueWhatIfForm,
     ExportForm,
     LiveWindowForm,
     PolicyForm,
@@ -35,9 +39,9 @@ from ..forms import (
     add_service_errors,
     scenario_initial,
 )
-from ..models import FilterRule, PolicyAudit, Queue, SimulationRun
+from ..models import FilterRule, PolicyAudit, Queue, SimulationRun, Verdict
 from ..policy import FILTER_GATES
-from ..services.simulations import execute_simulation
+from ..services.simulations import ADD_QUEUE_KIND, execute_simulation
 from ..tasks.ops import run_simulation
 from .http import HtmxHttpRequest
 from .quality import dashboard_summary
@@ -278,7 +282,11 @@ def whatif_page_context(form: WhatIfForm, live_form: LiveWindowForm, queue: Queu
         "live_form": live_form,
         "presets": sorted(PRESETS),
         "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
-        "runs": SimulationRun.objects.filter(queue=queue).order_by("-created_at", "-pk")[:20],
+        # A single queue's runs; "add a queue" runs have their own page. (A run
+        # without a kind has no "kind" key, which a plain exclude would drop too.)
+        "runs": SimulationRun.objects.filter(queue=queue)
+        .filter(Q(params__kind__isnull=True) | ~Q(params__kind=ADD_QUEUE_KIND))
+        .order_by("-created_at", "-pk")[:20],
         "inline_minutes": INLINE_SIMULATION_MINUTES,
     }
 
@@ -345,6 +353,9 @@ def result_context(run: SimulationRun) -> dict[str, Any]:
     """What a finished (or running) simulation shows: numbers, chart, ratio rule."""
     from simulation import PRESET_DESCRIPTIONS
 
+    if run.params.get("kind") == ADD_QUEUE_KIND:
+        return added_result_context(run)
+
     scenario = run.params.get("scenario", {})
     preset = preset_of(scenario)
     ctx: dict[str, Any] = {
@@ -404,7 +415,217 @@ def whatif_compare(request: HttpRequest) -> HttpResponse:
     except (KeyError, ValueError):
         return HttpResponse("pick two runs: ?a=<id>&b=<id>", status=400)
     runs = [get_object_or_404(SimulationRun.objects.select_related("queue"), pk=pk) for pk in ids]
+    if any(run.params.get("kind") == ADD_QUEUE_KIND for run in runs):
+        return HttpResponse("only single-queue what-ifs can be compared side by side", status=400)
     return render(request, "ops/whatif_compare.html", {"sides": [result_context(run) for run in runs]})
+
+
+# --- what-if: add a queue -------------------------------------------------------------------
+
+# The window the "add a queue" form's live figures are measured over.
+ADD_QUEUE_RATE_WINDOW = "1h"
+
+
+@dataclass(frozen=True)
+class LiveFlow:
+    """What the "add a queue" form starts from: each active queue's arrivals
+    per minute, and the whole team's decisions per minute (every queue's)."""
+
+    window_min: float
+    arrivals_per_min: dict[str, float]
+    decisions: int
+    decisions_per_min: float
+    reviewers: int
+
+
+def live_flow(queues: list[Queue], *, now: datetime | None = None) -> LiveFlow:
+    now = now or timezone.now()
+    window = stats.RATE_WINDOWS[ADD_QUEUE_RATE_WINDOW]
+    by_queue = stats.rates_by_queue(window, now=now)
+    decisions = sum(r.decisions for r in by_queue.values())
+    # One reviewer who decides in two queues is one person of the pool.
+    reviewers = (
+        Verdict.objects.filter(created_at__gt=now - window, created_at__lte=now)
+        .exclude(reviewer=None)
+        .values("reviewer")
+        .distinct()
+        .count()
+    )
+    minutes = window.total_seconds() / 60
+    return LiveFlow(
+        window_min=minutes,
+        arrivals_per_min={q.slug: by_queue[q.pk].arrivals_per_min if q.pk in by_queue else 0.0 for q in queues},
+        decisions=decisions,
+        decisions_per_min=decisions / minutes,
+        reviewers=reviewers,
+    )
+
+
+def added_initial(queues: list[Queue], flow: LiveFlow) -> dict[str, Any]:
+    initial: dict[str, Any] = {
+        "review_per_min": round(flow.decisions_per_min, 3),
+        "reviewers": max(1, flow.reviewers),
+    }
+    for q in queues:
+        initial[f"rate__{q.slug}"] = round(flow.arrivals_per_min[q.slug], 3)
+        initial[f"capacity__{q.slug}"] = q.capacity
+    return initial
+
+
+def added_page_context(form: AddQueueWhatIfForm, flow: LiveFlow) -> dict[str, Any]:
+    runs = SimulationRun.objects.filter(params__kind=ADD_QUEUE_KIND).order_by("-created_at", "-pk")[:20]
+    return {
+        "form": form,
+        "flow": flow,
+        "window": ADD_QUEUE_RATE_WINDOW,
+        "runs": runs,
+        "max_events": MAX_ADD_QUEUE_EVENTS,
+    }
+
+
+@require_GET
+@operator_required
+def queues_whatif(request: HttpRequest) -> HttpResponse:
+    """'If we add a queue': the form, prefilled from every active queue's live data."""
+    queues = list(Queue.objects.active().order_by("slug"))
+    flow = live_flow(queues)
+    form = AddQueueWhatIfForm(initial=added_initial(queues, flow), queues=queues)
+    return render(request, "ops/queues_whatif.html", added_page_context(form, flow))
+
+
+@require_POST
+@operator_required
+def queues_whatif_run(request: HttpRequest) -> HttpResponse:
+    """Start an "add a queue" what-if: small ones run in the request, larger ones on a worker."""
+    queues = list(Queue.objects.active().order_by("slug"))
+    form = AddQueueWhatIfForm(request.POST, queues=queues)
+    if not form.is_valid():
+        return render(request, "ops/queues_whatif.html", added_page_context(form, live_flow(queues)), status=400)
+    params = form.params()
+    run = SimulationRun.objects.create(
+        queue=Queue.default(),
+        created_by=request.user,
+        name=f"add {params['added']['slug']}",
+        params=params,
+        progress_total=2 * params["replications"],
+    )
+    if form.runs_inline():
+        execute_simulation(run.pk)
+    else:
+        transaction.on_commit(lambda: run_simulation.delay(run.pk))
+    return redirect("ops:whatif_result", run_id=run.pk)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One figure of ``simulation.multi.COMPARED`` as the result page writes it."""
+
+    key: str
+    label: str
+    unit: str
+    digits: int
+    note: str
+
+    @property
+    def heading(self) -> str:
+        return f"{self.label} ({self.unit})"
+
+
+COMPARED_SHOWN = (
+    Compared("overflow_pct", "Lost share", "%", 1, "the share of arrivals shed or refused at capacity"),
+    Compared("lost", "Items lost", "per run", 1, "arrivals shed or refused, per simulated run"),
+    Compared("mean_wait_min", "Mean wait", "min", 1, "from arrival to decision, of reviewed items"),
+    Compared("p95_wait_min", "p95 wait", "min", 1, "95 % of reviewed items waited less"),
+    Compared("time_in_draft_min", "Draft mode", "min", 0, "time above the high watermark: loops ran once"),
+)
+
+
+def fmt_number(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def fmt_figure(value: float | None, unit: str, digits: int) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f} {unit}"
+
+
+def fmt_change(before: float | None, after: float | None, digits: int) -> tuple[str, str]:
+    """The change as a signed number and its tone: worse (up), better (down) or none."""
+    if before is None or after is None:
+        return "", "muted"
+    delta = round(after - before, digits)
+    if delta == 0:
+        return "=", "muted"
+    sign = "+" if delta > 0 else "−"
+    return f"{sign}{abs(delta):,.{digits}f}", "worse" if delta > 0 else "better"
+
+
+def added_result_context(run: SimulationRun) -> dict[str, Any]:
+    """An "add a queue" run: each existing queue's figures without and with the
+    new queue, the pool's utilisation, the new queue's own figures, two charts."""
+    params = run.params
+    added = params["added"]
+    ctx: dict[str, Any] = {
+        "run": run,
+        "added_kind": True,
+        "added": added,
+        "multi": params["multi"],
+        "hours": params["multi"]["duration_min"] / 60,
+    }
+    if run.status != SimulationRun.Status.DONE or not run.result:
+        return ctx
+    r = run.result
+    rows = []
+    for slug, changes in r["changes"].items():
+        cells = []
+        for c in COMPARED_SHOWN:
+            before, after = changes[c.key]
+            change, tone = fmt_change(before, after, c.digits)
+            cells.append(
+                {
+                    "label": c.heading,
+                    "before": fmt_number(before, c.digits),
+                    "after": fmt_number(after, c.digits),
+                    "change": change,
+                    "tone": tone,
+                }
+            )
+        rows.append({"slug": slug, "rate": r["without"]["queues"][slug]["production_per_min"], "cells": cells})
+    own = r["with"]["queues"][added["slug"]]
+    charts = [
+        build_pair_chart(
+            PairChart(
+                title=f"p95 wait by queue, without and with {added['slug']}",
+                rows=[PairRow(slug, *r["changes"][slug]["p95_wait_min"]) for slug in r["changes"]],
+                unit="min",
+                legend=("without", f"with {added['slug']}"),
+            )
+        ),
+        build_pair_chart(
+            PairChart(
+                title=f"Lost share by queue, without and with {added['slug']}",
+                rows=[PairRow(slug, *r["changes"][slug]["overflow_pct"]) for slug in r["changes"]],
+                unit="%",
+                legend=("without", f"with {added['slug']}"),
+            )
+        ),
+    ]
+    before_u, after_u = r["utilisation"]
+    ratios = [r["without"].get("ratio"), r["with"].get("ratio")]
+    ctx.update(
+        {
+            "r": r,
+            "columns": COMPARED_SHOWN,
+            "rows": rows,
+            "own": [(c.label, fmt_figure(own.get(c.key), c.unit, c.digits), c.note) for c in COMPARED_SHOWN],
+            "charts": charts,
+            "utilisation": [fmt_figure(100 * before_u, "%", 1), fmt_figure(100 * after_u, "%", 1)],
+            "ratios": [fmt_ratio(math.inf if x is None else x) for x in ratios],
+            "ratio_rule": ratio_rule(math.inf if ratios[1] is None else ratios[1]),
+        }
+    )
+    return ctx
 
 
 # --- export -------------------------------------------------------------------------------

@@ -165,3 +165,102 @@ def test_the_queue_routing_and_archive_pages_fit_both_widths(
     expect(page.locator("#route-target")).to_contain_text("team-a")
     page.locator(f"#route-{second.pk} button[aria-label='Move rule 2 up']").click()
     expect(page.locator("#routing-rules tbody tr").first).to_have_id(f"route-{second.pk}")
+
+
+@pytest.fixture
+def worker_later(monkeypatch: Any) -> Any:
+    """Stands in for the Celery worker: runs a queued simulation in a thread."""
+    import threading
+
+    from reviewqueue.services.simulations import execute_simulation
+
+    threads: list[threading.Thread] = []
+
+    def delay(run_id: int) -> None:
+        def work() -> None:
+            from django.db import connection
+
+            try:
+                execute_simulation(run_id)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=work)
+        threads.append(thread)
+        thread.start()
+
+    monkeypatch.setattr("reviewqueue.views.ops.run_simulation.delay", delay)
+    yield threads
+    for thread in threads:
+        thread.join(timeout=180)
+
+
+def _fill_added(page: Any, *, hours: str, replications: str) -> None:
+    page.locator("#id_review_per_min").fill("3")
+    page.locator("#id_slug").fill("new-fleet")
+    page.locator("#id_production_per_min").fill("2")
+    page.locator("#id_capacity").fill("30")
+    page.locator("#id_hours").fill(hours)
+    page.locator("#id_replications").fill(replications)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_if_we_add_a_queue_from_the_overview_at_both_widths(
+    new_context: Any, live_server: Any, login: Any, queues: None, width: str, artifacts: Path
+) -> None:
+    page = _open(new_context, login, width)
+    page.goto(f"{live_server.url}/ops/queues/")
+    page.locator("#add-queue-whatif").click()
+    expect(page.locator("h1")).to_have_text("If we add a queue")
+    # Every active queue, prefilled from live data: team-a had 9 arrivals in the last hour.
+    expect(page.locator("#existing-queues tbody tr")).to_have_count(3)
+    expect(page.locator("#id_rate__team-a")).to_have_value("0.15")
+    expect(page.locator("#id_capacity__team-a")).to_have_value("10")
+    expect(page.locator("#live-measured")).to_contain_text("enter the team's review rate by hand")
+    found = page.evaluate(OVERFLOW)
+    assert found["scroll"] <= found["client"], f"add-queue form at {width}: {found}"
+    page.screenshot(path=str(artifacts / f"ops-add-queue-form-{width}.png"), full_page=True)
+    _fill_added(page, hours="2", replications="4")
+    page.locator("#id_replications").press("Enter")  # the keyboard submits the form
+    result = page.locator("#added-changes")
+    expect(result).to_be_visible(timeout=30_000)
+    expect(page.locator("#change-team-a")).to_contain_text("→")
+    expect(page.locator("#utilisation")).to_contain_text("%")
+    expect(page.locator(".pair-chart svg")).to_have_count(2)
+    display = page.locator("#change-team-a td").first.evaluate("td => getComputedStyle(td).display")
+    assert display == ("block" if width == "390" else "table-cell")  # the table stacks on a phone
+    found = page.evaluate(OVERFLOW)
+    assert found["scroll"] <= found["client"], f"add-queue result at {width}: {found}"
+    page.screenshot(path=str(artifacts / f"ops-add-queue-result-{width}.png"), full_page=True)
+
+
+def test_the_largest_add_queue_run_shows_progress_then_its_result(
+    new_context: Any,
+    live_server: Any,
+    login: Any,
+    queues: None,
+    worker_later: Any,
+    artifacts: Path,
+    console_errors: list[str],
+) -> None:
+    import re
+
+    page = _open(new_context, login, "1280")
+    page.goto(f"{live_server.url}/ops/whatif/add-queue/")
+    _fill_added(page, hours="8", replications="500")
+    page.locator("#run-add-queue").click()
+    error = page.locator("#id_replications_error")
+    expect(error).to_contain_text("too large to finish in time")
+    # The refused form answers 400, which the browser logs; that one was expected.
+    assert len(console_errors) == 1 and "status of 400" in console_errors[0]
+    console_errors.clear()
+    largest = re.search(r"Use at most (\d+) replications", error.inner_text())
+    assert largest is not None
+    page.locator("#id_replications").fill(largest.group(1))
+    page.locator("#run-add-queue").click()
+    expect(page.locator("#sim-progress")).to_be_visible()
+    expect(page.locator("#result")).to_contain_text("Runs done (without and with new-fleet)")
+    page.screenshot(path=str(artifacts / "ops-add-queue-progress-1280.png"), full_page=True)
+    expect(page.locator("#added-changes")).to_be_visible(timeout=150_000)
+    expect(page.locator("#result")).to_contain_text(f"{largest.group(1)} replications each")
+    page.screenshot(path=str(artifacts / "ops-add-queue-largest-1280.png"), full_page=True)

@@ -33,3 +33,29 @@ def test_the_polled_region_is_not_itself_a_live_region(client: Client, operator:
     assert body.count("aria-live") == 1
     assert "{#" not in body and "{% comment" not in body
     assert 'id="live-announcer"' in body
+
+
+def test_paired_bars_share_one_scale_from_zero() -> None:
+    from reviewqueue.charts import PairChart, PairRow, build_pair_chart
+
+    chart = build_pair_chart(
+        PairChart(title="p95 wait", rows=[PairRow("a", 1.0, 4.0), PairRow("b", 2.0, None)], unit="min")
+    )
+    plot_w = chart.width - chart.pad_left - chart.pad_right
+    a_before, a_after = chart.rows[0].bars
+    b_before, b_after = chart.rows[1].bars
+    # The axis reaches 4 (a round step), so 4.0 fills the plot and 1.0 a quarter of it.
+    assert a_after.width == plot_w
+    assert a_before.width == plot_w / 4
+    assert b_before.width == plot_w / 2
+    assert (b_after.width, b_after.text) == (0.0, "none")  # a queue that reviewed nothing draws no bar
+    assert a_after.text == "4.0 min"
+    assert chart.rows[1].y > chart.rows[0].y and b_before.y == chart.rows[1].y
+    assert chart.height > chart.rows[1].y + 2 * chart.bar_height
+    assert chart.x_ticks[0] == (chart.pad_left, "0") and chart.x_ticks[-1][1] == "4"
+
+
+def test_paired_bars_with_no_rows_are_empty() -> None:
+    from reviewqueue.charts import PairChart, build_pair_chart
+
+    assert build_pair_chart(PairChart(title="nothing", rows=[])).empty
