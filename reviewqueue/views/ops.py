@@ -561,6 +561,42 @@ def fmt_change(before: float | None, after: float | None, digits: int) -> tuple[
     return f"{sign}{abs(delta):,.{digits}f}", "worse" if delta > 0 else "better"
 
 
+def _added_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each existing queue's compared figures, without -> with the new queue."""
+    rows = []
+    for slug, changes in result["changes"].items():
+        cells = []
+        for c in COMPARED_SHOWN:
+            before, after = changes[c.key]
+            change, tone = fmt_change(before, after, c.digits)
+            cells.append(
+                {
+                    "label": c.heading,
+                    "before": fmt_number(before, c.digits),
+                    "after": fmt_number(after, c.digits),
+                    "change": change,
+                    "tone": tone,
+                }
+            )
+        rows.append({"slug": slug, "rate": result["without"]["queues"][slug]["production_per_min"], "cells": cells})
+    return rows
+
+
+def _added_charts(result: dict[str, Any], slug: str) -> list[Any]:
+    """p95 wait and lost share of each existing queue, without and with ``slug``."""
+    return [
+        build_pair_chart(
+            PairChart(
+                title=f"{title} by queue, without and with {slug}",
+                rows=[PairRow(queue, *result["changes"][queue][key]) for queue in result["changes"]],
+                unit=unit,
+                legend=("without", f"with {slug}"),
+            )
+        )
+        for title, key, unit in (("p95 wait", "p95_wait_min", "min"), ("Lost share", "overflow_pct", "%"))
+    ]
+
+
 def added_result_context(run: SimulationRun) -> dict[str, Any]:
     """An "add a queue" run: each existing queue's figures without and with the
     new queue, the pool's utilisation, the new queue's own figures, two charts."""
@@ -576,50 +612,16 @@ def added_result_context(run: SimulationRun) -> dict[str, Any]:
     if run.status != SimulationRun.Status.DONE or not run.result:
         return ctx
     r = run.result
-    rows = []
-    for slug, changes in r["changes"].items():
-        cells = []
-        for c in COMPARED_SHOWN:
-            before, after = changes[c.key]
-            change, tone = fmt_change(before, after, c.digits)
-            cells.append(
-                {
-                    "label": c.heading,
-                    "before": fmt_number(before, c.digits),
-                    "after": fmt_number(after, c.digits),
-                    "change": change,
-                    "tone": tone,
-                }
-            )
-        rows.append({"slug": slug, "rate": r["without"]["queues"][slug]["production_per_min"], "cells": cells})
     own = r["with"]["queues"][added["slug"]]
-    charts = [
-        build_pair_chart(
-            PairChart(
-                title=f"p95 wait by queue, without and with {added['slug']}",
-                rows=[PairRow(slug, *r["changes"][slug]["p95_wait_min"]) for slug in r["changes"]],
-                unit="min",
-                legend=("without", f"with {added['slug']}"),
-            )
-        ),
-        build_pair_chart(
-            PairChart(
-                title=f"Lost share by queue, without and with {added['slug']}",
-                rows=[PairRow(slug, *r["changes"][slug]["overflow_pct"]) for slug in r["changes"]],
-                unit="%",
-                legend=("without", f"with {added['slug']}"),
-            )
-        ),
-    ]
     before_u, after_u = r["utilisation"]
     ratios = [r["without"].get("ratio"), r["with"].get("ratio")]
     ctx.update(
         {
             "r": r,
             "columns": COMPARED_SHOWN,
-            "rows": rows,
+            "rows": _added_rows(r),
             "own": [(c.label, fmt_figure(own.get(c.key), c.unit, c.digits), c.note) for c in COMPARED_SHOWN],
-            "charts": charts,
+            "charts": _added_charts(r, added["slug"]),
             "utilisation": [fmt_figure(100 * before_u, "%", 1), fmt_figure(100 * after_u, "%", 1)],
             "ratios": [fmt_ratio(math.inf if x is None else x) for x in ratios],
             "ratio_rule": ratio_rule(math.inf if ratios[1] is None else ratios[1]),
