@@ -37,12 +37,11 @@ writes the figures as JSON (``BENCH_RESULTS_DIR``, default ``bench/results/``).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from typing import Any
 
 import bench_scale
-from bench_scale import timed, use_database
+from bench_scale import use_database
 from benchlib import scratch_database, setup_django, write_results
 
 FOCUS = "q000"  # the queue the dashboard is scoped to, on both sizes
@@ -161,18 +160,11 @@ def measure(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    medians = bench_scale.measure(names, repeat, Actions)
     actions: dict[str, Actions] = {}
     for size, db in names.items():
         use_database(db)
         actions[size] = Actions()
-    samples: dict[str, dict[str, list[float]]] = {size: {a: [] for a in ORDER} for size in names}
-    for r in range(repeat + 3):
-        for size in names if r % 2 == 0 else reversed(list(names)):
-            use_database(names[size])
-            for action in ORDER:
-                seconds = timed(getattr(actions[size], action))
-                if r >= 3:  # the first rounds warm caches, templates and connections
-                    samples[size][action].append(seconds)
     statements: dict[str, dict[str, int]] = {size: {} for size in names}
     slowest: dict[str, list[tuple[float, str]]] = {}
     for size, db in names.items():
@@ -184,7 +176,6 @@ def measure(
             if size == "many":
                 timed_sql = sorted(((float(q["time"]), q["sql"]) for q in ctx.captured_queries), reverse=True)
                 slowest[action] = timed_sql[:SLOWEST]
-    medians = {size: {a: statistics.median(v) for a, v in per.items()} for size, per in samples.items()}
     return medians, statements, slowest
 
 

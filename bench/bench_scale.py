@@ -163,12 +163,14 @@ def timed(fn: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
-def measure(names: dict[str, str], repeat: int) -> dict[str, dict[str, float]]:
+def measure(
+    names: dict[str, str], repeat: int, make_actions: Callable[[], Actions] = Actions
+) -> dict[str, dict[str, float]]:
     """Median seconds per action per size, the sizes interleaved round by round."""
     actions: dict[str, Actions] = {}
     for size, db in names.items():
         use_database(db)
-        actions[size] = Actions()
+        actions[size] = make_actions()
     samples: dict[str, dict[str, list[float]]] = {size: {a: [] for a in ORDER} for size in names}
     for r in range(repeat + 3):
         for size in names if r % 2 == 0 else reversed(list(names)):
