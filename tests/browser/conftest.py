@@ -7,6 +7,8 @@ Every test in this folder carries the ``browser`` marker, so
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -114,3 +116,31 @@ def login(live_server: Any) -> Callable[[Any, str, str], None]:
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture
+def worker_later(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[threading.Thread]]:
+    """Stands in for the Celery worker: runs a queued what-if in a thread a
+    moment later (long enough for the page to show the queued run)."""
+    from reviewqueue.services.simulations import execute_simulation
+
+    threads: list[threading.Thread] = []
+
+    def delay(run_id: int) -> None:
+        def work() -> None:
+            from django.db import connection
+
+            time.sleep(1.5)
+            try:
+                execute_simulation(run_id)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=work)
+        threads.append(thread)
+        thread.start()
+
+    monkeypatch.setattr("reviewqueue.views.ops.run_simulation.delay", delay)
+    yield threads
+    for thread in threads:
+        thread.join(timeout=180)

@@ -6,8 +6,6 @@ region and a 403 page with the right menu."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,33 +30,6 @@ def _operator_page(new_context: Any, login: Any, width: str) -> Any:
     page = new_context(viewport=WIDTHS[width]).new_page()
     login(page, "otto")
     return page
-
-
-@pytest.fixture
-def worker_later(monkeypatch: Any) -> list[threading.Thread]:
-    """Stands in for the Celery worker: runs a queued simulation in a thread a moment later."""
-    from reviewqueue.services.simulations import execute_simulation
-
-    threads: list[threading.Thread] = []
-
-    def delay(run_id: int) -> None:
-        def work() -> None:
-            from django.db import connection
-
-            time.sleep(1.5)  # long enough for the page to show the queued run
-            try:
-                execute_simulation(run_id)
-            finally:
-                connection.close()
-
-        thread = threading.Thread(target=work)
-        threads.append(thread)
-        thread.start()
-
-    monkeypatch.setattr("reviewqueue.views.ops.run_simulation.delay", delay)
-    yield threads
-    for thread in threads:
-        thread.join(timeout=60)
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -13,16 +13,7 @@ from playwright.sync_api import expect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WIDTHS = {"1280": {"width": 1280, "height": 800}, "390": {"width": 390, "height": 844}}
-
-OVERFLOW = """() => {
-  const doc = document.documentElement;
-  const wide = [...document.querySelectorAll('body *')]
-    .filter(el => el.getBoundingClientRect().right > doc.clientWidth + 1 && el.getClientRects().length)
-    .filter(el => !el.closest('.table-scroll, .chart-svg'))
-    .slice(0, 5).map(el => el.tagName + (el.id ? '#' + el.id : '') + '.' + el.className);
-  return {scroll: doc.scrollWidth, client: doc.clientWidth, wide};
-}"""
+from tests.browser.test_ops_pages import OVERFLOW, WIDTHS
 
 
 @pytest.fixture(autouse=True)
@@ -165,34 +156,6 @@ def test_the_queue_routing_and_archive_pages_fit_both_widths(
     expect(page.locator("#route-target")).to_contain_text("team-a")
     page.locator(f"#route-{second.pk} button[aria-label='Move rule 2 up']").click()
     expect(page.locator("#routing-rules tbody tr").first).to_have_id(f"route-{second.pk}")
-
-
-@pytest.fixture
-def worker_later(monkeypatch: Any) -> Any:
-    """Stands in for the Celery worker: runs a queued simulation in a thread."""
-    import threading
-
-    from reviewqueue.services.simulations import execute_simulation
-
-    threads: list[threading.Thread] = []
-
-    def delay(run_id: int) -> None:
-        def work() -> None:
-            from django.db import connection
-
-            try:
-                execute_simulation(run_id)
-            finally:
-                connection.close()
-
-        thread = threading.Thread(target=work)
-        threads.append(thread)
-        thread.start()
-
-    monkeypatch.setattr("reviewqueue.views.ops.run_simulation.delay", delay)
-    yield threads
-    for thread in threads:
-        thread.join(timeout=180)
 
 
 def _fill_added(page: Any, *, hours: str, replications: str) -> None:
