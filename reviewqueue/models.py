@@ -75,10 +75,13 @@ class QueueQuerySet(models.QuerySet["Queue"]):
         """The queues whose items this user may review: those open to every
         reviewer, those naming the user, and those naming one of the user's
         groups. Archived queues stay in (their waiting items still need a
-        verdict); callers that offer new work filter them as they need."""
+        verdict); callers that offer new work filter them as they need.
+        A plain filter on the queue's pk (no join, no DISTINCT), so callers
+        may annotate, order and filter it freely."""
         if not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(Q(open_to_all=True) | Q(members=user) | Q(member_groups__in=user.groups.all())).distinct()
+        mine = Queue.objects.filter(Q(open_to_all=True) | Q(members=user) | Q(member_groups__in=user.groups.all()))
+        return self.filter(pk__in=mine.values("pk"))
 
 
 class Queue(models.Model):

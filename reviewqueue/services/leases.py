@@ -144,18 +144,11 @@ class Head:
     arrived_at: datetime | None
 
 
-def reviewable_queues(reviewer: AbstractBaseUser) -> QuerySet[Queue]:
-    """The queues whose items the reviewer may claim and see, archived ones
-    included (their waiting items still need a verdict). A plain filter on
-    the queue's pk, so callers may annotate and order it freely."""
-    return Queue.objects.filter(pk__in=Queue.objects.reviewable_by(reviewer).values("pk"))
-
-
 def focused_queue(reviewer: AbstractBaseUser, queue: Queue | str) -> Queue:
     """The named queue if the reviewer reviews it; NotAQueueOfYours otherwise,
     in the same words whether it exists or not."""
     slug = queue.slug if isinstance(queue, Queue) else str(queue)
-    found = reviewable_queues(reviewer).filter(slug=slug).first()
+    found = Queue.objects.reviewable_by(reviewer).filter(slug=slug).first()
     if found is None:
         raise NotAQueueOfYours(f"you do not review a queue {slug!r}")
     return found
@@ -175,7 +168,7 @@ def queue_heads(
     ``queue_next_item`` (queue, priority descending, age, id) from its start,
     so it costs the same with ten pending items or ten thousand, and the
     statement grows with the number of queues, never with their items."""
-    rows = reviewable_queues(reviewer)
+    rows = Queue.objects.reviewable_by(reviewer)
     if queue is not None:
         rows = rows.filter(pk=focused_queue(reviewer, queue).pk)
     nxt = _claimable_rows(reviewer, now, exclude).filter(queue=OuterRef("pk")).order_by("-priority", "created_at", "pk")

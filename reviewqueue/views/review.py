@@ -43,7 +43,6 @@ from ..access import is_operator, is_reviewer, reviewer_required
 from ..forms import GoldForm
 from ..middleware import when_database_lost
 from ..models import Judgement, LoopRun, Queue, ReasonLabel, ReviewItem, Verdict
-from ..services.leases import reviewable_queues
 from ..templatetags.time_tags import ago
 from .http import HtmxHttpRequest
 
@@ -93,7 +92,7 @@ def _focus(request: HtmxHttpRequest) -> Queue | None:
         return None
     found: Queue | None = getattr(request, "_review_focus", None)
     if found is None or found.slug != slug:  # read once a request
-        found = reviewable_queues(request.user).filter(slug=slug).first()
+        found = Queue.objects.reviewable_by(request.user).filter(slug=slug).first()
     if found is None:
         raise Http404("no such queue among yours")
     request._review_focus = found  # type: ignore[attr-defined]
@@ -127,7 +126,7 @@ def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> 
         if v.claimed_at is not None and v.created_at >= v.claimed_at
     ]
     median = statistics.median(spans) if spans else None
-    mine = reviewable_queues(user).order_by("name", "slug")
+    mine = Queue.objects.reviewable_by(user).order_by("name", "slug")
     queues = list(mine.only("slug", "name", "depth", "mode", "instructions", "archived_at"))
     if not queues and Queue.default().open_to_all:  # the default queue is made on first use
         queues = list(mine.only("slug", "name", "depth", "mode", "instructions", "archived_at"))
@@ -259,7 +258,7 @@ def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.Que
     outside the queues they review, they hear what they would hear of an
     item that does not exist: nothing tells them it exists, who holds it or
     how it was decided. Read only when an action was refused."""
-    if ReviewItem.all_objects.filter(pk=item_id, queue__in=reviewable_queues(user)).exists():
+    if ReviewItem.all_objects.filter(pk=item_id, queue__in=Queue.objects.reviewable_by(user)).exists():
         return exc
     return services.QueueError(f"item {item_id} does not exist")
 
@@ -709,7 +708,7 @@ def _may_see(user: User, item: ReviewItem, verdict: Verdict | None) -> bool:
     gold copy) or hold."""
     if is_operator(user):
         return True
-    if not reviewable_queues(user).filter(pk=item.queue_id).exists():
+    if not Queue.objects.reviewable_by(user).filter(pk=item.queue_id).exists():
         return False
     if verdict is not None and verdict.reviewer_id == user.pk:
         return True
