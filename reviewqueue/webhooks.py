@@ -8,41 +8,45 @@ One attempt:
    never attempt one row at once, and one item's events go out in order. A
    worker killed mid-attempt leaves a lease that simply runs out; the sweep
    then announces the row again.
-2. **Cap** attempts in flight per receiving origin (scheme, host and port) at
+2. **Cap** attempts in flight per receiver (scheme, normalised host and
+   numeric port, read by the one URL parser, ``parse_callback``) at
    ``WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT``: a dead or hanging receiver can hold
    that many worker slots, never all of them, so other receivers' events flow.
 3. **Sign** ``"<id>.<t>.<body>"`` with the producer's webhook secret
    (Standard Webhooks: HMAC-SHA256 in ``webhook-signature``) and POST it with httpx: no redirects, each phase bounded by
-   ``WEBHOOK_TIMEOUT_SECONDS``. No secret, or a host no longer allowed: the
-   row fails with a clear ``last_error``; nothing is ever sent unsigned.
+   ``WEBHOOK_TIMEOUT_SECONDS``, to the URL exactly as the allow-list check
+   parsed it. No secret, a malformed URL or a host no longer allowed: the
+   row fails with a clear ``last_error``; nothing is ever sent unsigned. Any
+   other failure, whatever raises it, is recorded as the attempt's answer.
 4. **Record** the answer: 2xx is delivered; anything else schedules the next
    attempt with exponential backoff and full jitter, and an event older than
    ``WEBHOOK_GIVE_UP_SECONDS`` is given up (status failed).
 
 Locks: the lease and the result are single-row UPDATEs; on PostgreSQL the
 cap's count and the lease run under a transaction-scoped advisory lock on the
-origin, so concurrent workers cannot both take the last slot.
+receiver, so concurrent workers cannot both take the last slot.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
 import logging
 import random
+import re
 import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from .client.errors import InvalidEvent, SignatureError
@@ -71,8 +75,6 @@ SWEEP_GRACE_SECONDS = 5
 SIGNATURE_TOLERANCE_SECONDS = 300
 PENDING = WebhookDelivery.Status.PENDING
 
-Pending = QuerySet[WebhookDelivery]
-
 
 # --- callback URLs ----------------------------------------------------------------------
 
@@ -88,53 +90,133 @@ class CallbackRefused(ValueError):
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# The authority as written: a bracketed IPv6 address or a name with no
+# brackets or colons, then at most a port of ASCII digits (leading zeros
+# allowed: ":08080" is port 8080, the same receiver). Anything else (an
+# unclosed bracket, a zone id, "+80", "8_0") is refused before parsing.
+_AUTHORITY = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[^\[\]:@]+)(?::[0-9]{0,12})?", re.ASCII)
+# One DNS label (underscores allowed, as some internal names use them).
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A callback URL as the server reads it, once: ``url`` is what the sender
+    posts to (httpx's own parse of it), ``host`` the normalised host
+    (lower-case, IDNA ASCII, no trailing dot; IPv6 compressed in brackets) and
+    ``port`` the numeric port, the scheme's default filled in."""
+
+    url: httpx.URL
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def receiver(self) -> str:
+        """The canonical receiver, ``scheme://host:port``: what the in-flight cap counts."""
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+    @property
+    def host_port(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def default_port(self) -> bool:
+        return self.port == _DEFAULT_PORTS[self.scheme]
+
+
+def _invalid(detail: str) -> CallbackRefused:
+    return CallbackRefused("callback_url_invalid", detail)
+
+
+def parse_callback(url: object) -> Target:
+    """The one parser for callback URLs: the allow-list check, the in-flight
+    cap and the sender all read a URL through it, so what is checked is what
+    is called. CallbackRefused (``callback_url_invalid``) for anything the
+    server could not call as written: never another exception. Pure."""
+    if not isinstance(url, str) or not url or len(url) > 2000:
+        raise _invalid("a callback URL is an http(s) URL of at most 2000 characters")
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise _invalid("a callback URL has no spaces or control characters")
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in _DEFAULT_PORTS:
+        raise _invalid(f"scheme {scheme if sep else '(none)'!r} is not http or https")
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "@" in authority:
+        raise _invalid("a callback URL carries no user name or password")
+    if not authority or not _AUTHORITY.fullmatch(authority):
+        raise _invalid("the callback URL's host or port is malformed")
+    try:
+        parsed = httpx.URL(url)
+        raw_host = parsed.raw_host.decode("ascii")
+        port = _DEFAULT_PORTS[scheme] if parsed.port is None else parsed.port
+    except (httpx.InvalidURL, ValueError, TypeError, UnicodeError):
+        # what httpx cannot parse (an invalid international name, a port out of range)
+        raise _invalid("the callback URL's host or port is malformed") from None
+    if not 0 < port < 65536:
+        raise _invalid("the callback URL's port is not a number in 1-65535")
+    return Target(parsed, scheme, _normalised_host(raw_host), port)
+
+
+def _normalised_host(raw_host: str) -> str:
+    if ":" in raw_host:  # IPv6: httpx drops the brackets the allow-list keeps
+        try:
+            return f"[{ipaddress.IPv6Address(raw_host).compressed}]"
+        except ValueError:
+            raise _invalid("the callback URL's IPv6 address is not valid") from None
+    # One trailing dot is the same name written fully qualified; more, or an
+    # empty label anywhere ("localhost..", "a..b"), is no name at all.
+    name = raw_host.lower().removesuffix(".")
+    if not name or len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
+        raise _invalid("the callback URL's host is not a valid host name")
+    return name
 
 
 def allowed_hosts() -> frozenset[str]:
-    """``WEBHOOK_ALLOWED_HOSTS``, lower-cased: ``host`` or ``host:port`` entries
-    (IPv6 in brackets, ``[::1]:8080``)."""
-    return frozenset(h.strip().lower() for h in getattr(settings, "WEBHOOK_ALLOWED_HOSTS", []) if h.strip())
+    """``WEBHOOK_ALLOWED_HOSTS`` read by the same parser as callback URLs:
+    ``host`` or ``host:port`` entries (IPv6 in brackets, ``[::1]:8080``),
+    normalised; an entry the parser cannot read is kept lower-cased (and so
+    matches nothing a URL can normalise to)."""
+    entries: set[str] = set()
+    for raw in getattr(settings, "WEBHOOK_ALLOWED_HOSTS", []):
+        entry = raw.strip().lower()
+        if not entry:
+            continue
+        try:
+            target = parse_callback(f"http://{entry}/")
+        except CallbackRefused:
+            entries.add(entry)
+            continue
+        has_port = entry.rsplit("]", 1)[-1].count(":") == 1
+        entries.add(target.host_port if has_port else target.host)
+    return frozenset(entries)
 
 
 def host_key(url: str) -> tuple[str, str]:
     """``(host, host:port)`` of an http(s) URL as the allow-list spells them;
     CallbackRefused when the URL is not one the server could call."""
-    if not isinstance(url, str) or not url or len(url) > 2000:
-        raise CallbackRefused("callback_url_invalid", "a callback URL is an http(s) URL of at most 2000 characters")
-    if any(ch.isspace() or not ch.isprintable() for ch in url):
-        raise CallbackRefused("callback_url_invalid", "a callback URL has no spaces or control characters")
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
-        raise CallbackRefused("callback_url_invalid", f"scheme {scheme or '(none)'!r} is not http or https")
-    if "@" in parts.netloc:
-        raise CallbackRefused("callback_url_invalid", "a callback URL carries no user name or password")
-    try:
-        port = parts.port or _DEFAULT_PORTS[scheme]
-    except ValueError:
-        raise CallbackRefused("callback_url_invalid", "the callback URL's port is not a number in 0-65535") from None
-    host = (parts.hostname or "").rstrip(".")
-    if not host:
-        raise CallbackRefused("callback_url_invalid", "the callback URL names no host")
-    if ":" in host:  # IPv6: urlsplit drops the brackets the allow-list keeps
-        try:
-            host = f"[{ipaddress.IPv6Address(host).compressed}]"
-        except ValueError:
-            raise CallbackRefused("callback_url_invalid", "the callback URL's IPv6 address is not valid") from None
-    return host, f"{host}:{port}"
+    target = parse_callback(url)
+    return target.host, target.host_port
 
 
 def check_callback_url(url: str) -> str:
     """The URL, if the server may call it: http or https, no user info, and its
     host listed in ``WEBHOOK_ALLOWED_HOSTS`` exactly (``host`` allows the
     scheme's default port only; ``host:port`` that port). Raises
-    CallbackRefused (``callback_url_not_allowed`` names the host)."""
-    host, with_port = host_key(url)
+    CallbackRefused (``callback_url_not_allowed`` names the host;
+    ``callback_url_invalid`` for any malformed URL). Pure."""
+    checked_target(url)
+    return url
+
+
+def checked_target(url: str) -> Target:
+    """``check_callback_url``'s parse: the target the sender may post to."""
+    target = parse_callback(url)
     allowed = allowed_hosts()
-    default_port = with_port == f"{host}:{_DEFAULT_PORTS[urlsplit(url).scheme.lower()]}"
-    if with_port in allowed or (default_port and host in allowed):
-        return url
-    shown = with_port if not default_port else host
+    if target.host_port in allowed or (target.default_port and target.host in allowed):
+        return target
+    shown = target.host if target.default_port else target.host_port
     raise CallbackRefused(
         "callback_url_not_allowed",
         f"callbacks to {shown} are not allowed; an operator lists allowed hosts in WEBHOOK_ALLOWED_HOSTS",
@@ -142,10 +224,14 @@ def check_callback_url(url: str) -> str:
     )
 
 
-def origin(url: str) -> str:
-    """``scheme://netloc`` of a URL: the receiving endpoint the in-flight cap counts."""
-    parts = urlsplit(url)
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+@functools.lru_cache(maxsize=4096)
+def receiver_key(url: str) -> str:
+    """The canonical receiver of a stored URL (``scheme://host:port``); a URL
+    the parser refuses is a receiver of its own (it fails at its attempt)."""
+    try:
+        return parse_callback(url).receiver
+    except CallbackRefused:
+        return f"unparseable:{url}"
 
 
 # --- signing ----------------------------------------------------------------------------
@@ -219,7 +305,7 @@ def timeout_seconds() -> float:
 
 
 def max_in_flight() -> int:
-    """Attempts at once per receiving origin (keep it below the worker pool's size)."""
+    """Attempts at once per receiver (keep it below the worker pool's size)."""
     return max(1, int(getattr(settings, "WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", 2)))
 
 
@@ -238,29 +324,29 @@ def _not_held_back() -> Exists:
     return ~Exists(earlier)
 
 
-def _origin_rows(url: str) -> Pending:
-    """Rows addressed to the same origin as ``url`` (any path)."""
-    base = origin(url)
-    return WebhookDelivery.objects.filter(Q(url=base) | Q(url__startswith=base + "/") | Q(url__startswith=base + "?"))
-
-
 def in_flight(url: str, now: datetime) -> int:
-    """Attempts under way to ``url``'s origin: leased pending rows."""
-    return _origin_rows(url).filter(status=PENDING, locked_until__gte=now).count()
+    """Attempts under way to ``url``'s receiver: leased pending rows whose URL
+    names the same receiver, however spelled (``:8080``, ``:08080``, a
+    capital or a trailing dot in the host). Leased rows are few (about one per
+    worker slot), so they are compared here, through the one parser."""
+    key = receiver_key(url)
+    leased = WebhookDelivery.objects.filter(status=PENDING, locked_until__gte=now).values_list("url", flat=True)
+    return sum(1 for other in leased if receiver_key(other) == key)
 
 
-def _origin_lock(url: str) -> None:
-    """PostgreSQL: serialise cap checks per origin for this transaction. SQLite
-    serialises writers already."""
+def _receiver_lock(url: str) -> None:
+    """PostgreSQL: serialise cap checks per receiver for this transaction.
+    SQLite serialises writers already."""
     if connection.vendor == "postgresql":
+        key = zlib.crc32(receiver_key(url).encode()) - 2**31
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [0x5251, zlib.crc32(origin(url).encode()) - 2**31])
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [0x5251, key])
 
 
 def lease(pk: int, now: datetime) -> tuple[str, WebhookDelivery | None]:
     """Take row ``pk`` for one attempt: ``("leased", row)``, or why not
     (``missing``, ``done``, ``not_due``, ``leased_elsewhere``, ``held_back`` by
-    an earlier event of the same item, ``busy``: the origin's cap is reached)."""
+    an earlier event of the same item, ``busy``: the receiver's cap is reached)."""
     row = WebhookDelivery.objects.filter(pk=pk).only("status", "url", "next_attempt_at", "locked_until").first()
     if row is None:
         return "missing", None
@@ -270,7 +356,7 @@ def lease(pk: int, now: datetime) -> tuple[str, WebhookDelivery | None]:
         return "not_due", None
     until = now + timedelta(seconds=timeout_seconds() * 3 + LEASE_MARGIN_SECONDS)
     with transaction.atomic():
-        _origin_lock(row.url)
+        _receiver_lock(row.url)
         if in_flight(row.url, now) >= max_in_flight():
             return "busy", None
         taken = (
@@ -296,9 +382,11 @@ class Answer:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
-def post(url: str, body: bytes, headers: dict[str, str]) -> Answer:
+def post(url: str | httpx.URL, body: bytes, headers: dict[str, str]) -> Answer:
     """POST once: no redirects, no proxies from the environment, each phase
-    bounded by the timeout, at most a short excerpt of the answer read."""
+    bounded by the timeout, at most a short excerpt of the answer read. Every
+    failure comes back as an Answer with the error in words (httpx can raise
+    more than its own errors, e.g. UnicodeError for a name IDNA refuses)."""
     timeout = timeout_seconds()
     try:
         with (
@@ -315,7 +403,7 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> Answer:
             return Answer(response.status_code, error)
     except httpx.TimeoutException as exc:
         return Answer(None, f"timed out after {timeout:g} s ({type(exc).__name__})")
-    except httpx.HTTPError as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure is this attempt's answer, recorded and retried
         return Answer(None, f"{type(exc).__name__}: {str(exc)[:ANSWER_EXCERPT]}")
 
 
@@ -338,31 +426,36 @@ def headers_for(row: WebhookDelivery, secret: str, body: bytes, timestamp: int) 
     }
 
 
-def refusal(row: WebhookDelivery) -> tuple[str, str]:
-    """Why this row must not be sent at all (``(error, secret)``): the host is no
-    longer allowed, or the producer has no secret to sign with."""
+def refusal(row: WebhookDelivery) -> tuple[str, str, Target | None]:
+    """Why this row must not be sent at all (``(error, secret, target)``): the
+    URL is malformed or its host no longer allowed, or the producer has no
+    secret to sign with. Else the secret and the target to post to."""
     try:
-        check_callback_url(row.url)
+        target = checked_target(row.url)
     except CallbackRefused as exc:
-        return f"refused: {exc.detail}", ""
+        return f"refused: {exc.detail}", "", None
     secret = secret_for(row.producer)
     if not secret:
-        return f"refused: producer {row.producer!r} has no active token with a webhook secret to sign with", ""
+        return f"refused: producer {row.producer!r} has no active token with a webhook secret to sign with", "", None
     try:
         signing_key(secret)
     except ValueError:
-        return f"refused: producer {row.producer!r}'s webhook secret is not whsec_ and base64; rotate it", ""
-    return "", secret
+        return f"refused: producer {row.producer!r}'s webhook secret is not whsec_ and base64; rotate it", "", None
+    return "", secret, target
 
 
 def attempt(row: WebhookDelivery, now: datetime) -> str:
     """Send a leased row once and record the answer; returns ``delivered``,
     ``retry`` or ``failed``."""
-    error, secret = refusal(row)
-    if error:
+    error, secret, target = refusal(row)
+    if error or target is None:
         return record(row, Answer(None, error), now, give_up=True)
-    body = row.body.encode("utf-8")
-    answer = post(row.url, body, headers_for(row, secret, body, int(time.time())))
+    try:
+        body = row.body.encode("utf-8")
+        answer = post(target.url, body, headers_for(row, secret, body, int(time.time())))
+    except Exception as exc:  # never leave a leased row unrecorded
+        log.exception("webhook attempt failed before an answer", extra={"event_id": row.event_id})
+        answer = Answer(None, f"{type(exc).__name__}: {str(exc)[:ANSWER_EXCERPT]}")
     return record(row, answer, timezone.now())
 
 
@@ -394,7 +487,7 @@ def record(row: WebhookDelivery, answer: Answer, now: datetime, *, give_up: bool
         extra={
             "event_id": row.event_id,
             "event_type": row.event_type,
-            "host": urlsplit(row.url).netloc,
+            "host": receiver_key(row.url),
             "attempt": attempts,
             "status_code": answer.status_code,
             "error": answer.error[:200],
@@ -415,7 +508,7 @@ def deliver(pk: int) -> str:
     if row is None:
         return state
     outcome = attempt(row, now)
-    following = {_next_due_for_origin(row, timezone.now())}
+    following = {_next_due_for_receiver(row, timezone.now())}
     if outcome != "retry":
         following.add(_next_in_order(row))
     for next_pk in sorted(pk for pk in following if pk is not None):
@@ -432,21 +525,27 @@ def _next_in_order(row: WebhookDelivery) -> int | None:
     )
 
 
-def _next_due_for_origin(row: WebhookDelivery, now: datetime) -> int | None:
+def _next_due_for_receiver(row: WebhookDelivery, now: datetime) -> int | None:
     """The oldest due, free, not-held-back event for ``row``'s receiver that no
     announcement is on its way for (a retry, or a first attempt past the
-    sweep's grace), if any: a fresh event's own announcement is not doubled."""
+    sweep's grace), if any: a fresh event's own announcement is not doubled.
+    Looks at the oldest ``SWEEP_BATCH`` candidates (narrowed by the host's
+    text when it is plain ASCII); one further back waits for the sweep."""
     grace = now - timedelta(seconds=SWEEP_GRACE_SECONDS)
-    return (
-        _origin_rows(row.url)
-        .filter(_lease_free(now), status=PENDING, next_attempt_at__lte=now)
+    key = receiver_key(row.url)
+    candidates = (
+        WebhookDelivery.objects.filter(_lease_free(now), status=PENDING, next_attempt_at__lte=now)
         .filter(Q(attempts__gt=0) | Q(next_attempt_at__lte=grace))
         .exclude(pk=row.pk)
         .filter(_not_held_back())
-        .order_by("next_attempt_at", "pk")
-        .values_list("pk", flat=True)
-        .first()
     )
+    host = key.partition("://")[2].rpartition(":")[0]
+    if host and not host.startswith("[") and host.isascii():
+        candidates = candidates.filter(url__icontains=host)
+    for pk, url in candidates.order_by("next_attempt_at", "pk").values_list("pk", "url")[:SWEEP_BATCH]:
+        if receiver_key(url) == key:
+            return pk
+    return None
 
 
 # --- the sweep and redelivery -----------------------------------------------------------
@@ -468,14 +567,14 @@ def due(now: datetime, limit: int = SWEEP_BATCH) -> list[tuple[int, str]]:
 
 
 def sweep(now: datetime | None = None) -> int:
-    """Announce due rows, no more per origin than its free in-flight slots, so a
+    """Announce due rows, no more per receiver than its free in-flight slots, so a
     dead receiver's backlog never floods the broker. Returns how many were
     announced. Safe to run concurrently: a row is attempted only under its lease."""
     now = now or timezone.now()
     slots: dict[str, int] = {}
     announced = 0
     for pk, url in due(now):
-        key = origin(url)
+        key = receiver_key(url)
         if key not in slots:
             slots[key] = max_in_flight() - in_flight(url, now)
         if slots[key] <= 0:

@@ -5,6 +5,7 @@ instead of published (the in-process tests call delivery themselves)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from reviewqueue import services
 from reviewqueue.tokens import issue_token
 
+from ..worker_helpers import publishing_to
+from .deployment import Deployment
 from .receiver import Receiver, receiving
 
 
@@ -53,3 +56,20 @@ def decided(
         )
 
     return decide
+
+
+@pytest.fixture
+def deploy(broker_url: str, tmp_path: Path, reviewer: Any, settings: Any) -> Iterator[Callable[..., Deployment]]:
+    made: list[Deployment] = []
+
+    def make(*receivers: Receiver, **env: str) -> Deployment:
+        settings.WEBHOOK_ALLOWED_HOSTS = [r.host for r in receivers]
+        issue_token(name="acme", scopes=["outputs"], webhook_url=receivers[0].url)
+        deployment = Deployment(broker_url, tmp_path, reviewer, list(receivers), **env)
+        made.append(deployment)
+        return deployment
+
+    with publishing_to(broker_url):
+        yield make
+    for deployment in made:
+        deployment.stop()

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from reviewqueue import services
-from reviewqueue.models import WebhookDelivery
+from reviewqueue.models import EventType, WebhookDelivery
+from reviewqueue.services.outbox import record_event
 
 from ..worker_helpers import ROOT, Workers, database_url
 from .receiver import Receiver
@@ -80,6 +81,23 @@ class Deployment:
             item_id=item.pk, reviewer=self.reviewer, approve=approve, reason_label="" if approve else "unclear"
         )
         return WebhookDelivery.objects.get(item=item, event_type="item.decided")
+
+    def event(self, url: str) -> WebhookDelivery:
+        """One event for ``url`` about an item of its own (an ``item.shed``
+        written straight to the outbox, as the server writes it, whatever URL
+        check it passed): each is ordered only after itself, so several may
+        be in flight at once."""
+        self.n += 1
+        item = services.admit(
+            idempotency_key=f"event-{self.n}",
+            task_description="t",
+            final_output="o",
+            cutoff_reason="step_limit",
+            producer="acme",
+        ).item
+        delivery = record_event(EventType.ITEM_SHED, url=url, producer="acme", item=item, data={"priority": 0})
+        assert delivery is not None
+        return delivery
 
     def log_lines(self) -> list[dict[str, Any]]:
         lines = []

@@ -46,6 +46,9 @@ class Receiver:
     arrived: threading.Event = field(default_factory=threading.Event)
     server: ThreadingHTTPServer | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # requests being handled right now, and the most there ever were at once
+    inside: int = 0
+    most_inside: int = 0
 
     @property
     def url(self) -> str:
@@ -65,6 +68,9 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver.lock:
+                    receiver.inside += 1
+                    receiver.most_inside = max(receiver.most_inside, receiver.inside)
                 receiver.arrived.set()
                 if receiver.gate is not None:
                     receiver.gate.wait(120)
@@ -72,6 +78,7 @@ class Receiver:
                     time.sleep(receiver.hang)
                 status = receiver.answer()
                 with receiver.lock:
+                    receiver.inside -= 1
                     receiver.requests.append(Received(dict(self.headers.items()), body, status, time.monotonic()))
                 with contextlib.suppress(OSError):
                     self.send_response(status)

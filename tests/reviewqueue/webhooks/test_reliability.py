@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,23 +28,6 @@ from .deployment import Deployment
 from .receiver import Receiver, receiving
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture
-def deploy(broker_url: str, tmp_path: Path, reviewer: Any, settings: Any) -> Iterator[Callable[..., Deployment]]:
-    made: list[Deployment] = []
-
-    def make(*receivers: Receiver, **env: str) -> Deployment:
-        settings.WEBHOOK_ALLOWED_HOSTS = [r.host for r in receivers]
-        issue_token(name="acme", scopes=["outputs"], webhook_url=receivers[0].url)
-        deployment = Deployment(broker_url, tmp_path, reviewer, list(receivers), **env)
-        made.append(deployment)
-        return deployment
-
-    with publishing_to(broker_url):
-        yield make
-    for deployment in made:
-        deployment.stop()
 
 
 def delivered(*rows: WebhookDelivery) -> bool:
