@@ -5,14 +5,28 @@ check ids failed, the attempt count, and what its own code raised or printed.
 Every fragment passes :func:`redact`, which drops the fragment whole when any
 hidden check text shows up in it, exact or transformed: quoting (repr, JSON,
 shell), ANSI colour codes, line wrapping, diff and pytest prefixes,
-whitespace and case changes, HTML entities, percent and unicode escapes.
-Dropping rather than cutting out is the fail-closed choice: a half-removed
-copy is still a leak. There is deliberately no switch to turn this off.
+whitespace and case changes, HTML entities, percent and unicode escapes;
+the common reversible encodings (base64, hex, rot13, reversed text);
+look-alike letters (NFKC, then a confusables skeleton: Cyrillic "а" reads as
+Latin "a") and leetspeak ("4ss3rt"); and a copy cut into pieces with filler
+between them. Dropping rather than cutting out is the fail-closed choice: a
+half-removed copy is still a leak. There is deliberately no switch to turn
+this off.
+
+What no redactor can catch, this one included: a paraphrase (the same
+meaning in other words), a translation, a hint ("the edge case is zero"), an
+encoding it does not know (a cipher with a key, a picture in ASCII art), and
+a copy cut into pieces too small or too few to tell from chance (see
+``CHUNK``). Those are for the people who write send-back notes, not for
+string matching (loops/README.md, "Hints").
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
+import functools
 import html
 import json
 import re
@@ -21,6 +35,8 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, unquote_plus
+
+from confusable_homoglyphs.confusables import confusables_data
 
 REDACTED = "[withheld: it would reveal a hidden check]"
 
@@ -31,6 +47,19 @@ REDACTED = "[withheld: it would reveal a hidden check]"
 MIN_SECRET = 3
 WINDOW = 12
 _DECODE_DEPTH = 4
+# A copy cut into pieces with filler between them: the secret's CHUNK-letter
+# slices found in a fragment are marked on the secret; when they cover at
+# least CHUNK_COVER of it in at least CHUNK_RUNS separate runs (two for a
+# secret of 2 * WINDOW letters or more, such as an ``about`` sentence), it is
+# a copy. Fewer runs are left alone: a function's name and "assert" in an
+# error message are two runs of a short check.
+CHUNK = 5
+CHUNK_COVER = 0.6
+CHUNK_RUNS = 3
+# Base64 and hex are looked for in runs at least this long (12 bytes).
+_ENCODED_RUN = 16
+# Past this many encoded runs in one fragment it is dropped unread.
+_MAX_ENCODED_RUNS = 200
 # Past this many readings of one fragment the redactor stops looking and
 # drops the fragment: a fragment that needs more unpacking is not a hint.
 _MAX_READINGS = 500
@@ -123,53 +152,225 @@ def readings(text: str) -> set[str] | None:
     return seen
 
 
+@functools.cache
+def _skeleton() -> dict[int, str]:
+    """Each non-ASCII character that Unicode's confusables data says looks like
+    an ASCII letter or digit, mapped to it (a letter preferred), lower-cased:
+    Cyrillic "а" and "о", Greek "ο", Armenian "օ" read as "a" and "o"."""
+    return {code: target.lower() for code, target in _skeleton_cased().items()}
+
+
+@functools.cache
+def _skeleton_cased() -> dict[int, str]:
+    """``_skeleton`` keeping the case of the look-alike (Cyrillic "А" reads as
+    "A"), for case-sensitive encodings such as base64."""
+    table: dict[int, str] = {}
+    for char, glyphs in confusables_data.items():
+        if len(char) != 1 or char.isascii():
+            continue
+        targets = [g["c"] for g in glyphs if len(g["c"]) == 1 and g["c"].isascii() and g["c"].isalnum()]
+        letters = [t for t in targets if t.isalpha()] or targets
+        if letters:
+            table[ord(char)] = letters[0]
+    return table
+
+
+# Leetspeak and its look-alike digits and signs: each group reads as one letter
+# (both sides are folded alike, so "1" matches "i" and "l" and nothing is lost).
+_LEET_SIGNS = str.maketrans({"@": "a", "$": "s"})
+_FOLD = str.maketrans("0123456789l", "oizeasgtbgi")
+_ROT13 = str.maketrans("abcdefghijklmnopqrstuvwxyz", "nopqrstuvwxyzabcdefghijklm")
+
+
 def normalise(text: str) -> str:
-    """The letters and digits of ``text``, case-folded, without colour codes,
-    quoting, punctuation or whitespace."""
-    text = _strip_ansi(_nfkc(text)).casefold()
+    """The letters and digits of ``text``, case-folded, look-alike letters read
+    as the ASCII ones they copy, without colour codes, quoting, punctuation
+    or whitespace."""
+    text = _strip_ansi(_nfkc(text)).casefold().translate(_skeleton()).translate(_LEET_SIGNS)
     return "".join(ch for ch in text if ch.isalnum())
+
+
+def fold(flat: str) -> str:
+    """``normalise``'s output with leetspeak folded: every digit to the letter it
+    stands for (``0`` to ``o``, ``1`` and ``l`` to ``i``, ``3`` to ``e``, ...)."""
+    return flat.translate(_FOLD)
+
+
+def _views(flat: str) -> set[str]:
+    """How a reader could write a secret's letters: as they are, reversed,
+    rot13, or both; each folded."""
+    rot = flat.translate(_ROT13)
+    return {fold(view) for view in (flat, flat[::-1], rot, rot[::-1])}
+
+
+_B64_RUN = re.compile(rf"[A-Za-z0-9+/_-]{{{_ENCODED_RUN},}}")
+_HEX_SEPARATORS = re.compile(r"0[xX]|\\x|[\s,:;%.-]")
+_HEX_RUN = re.compile(rf"[0-9a-fA-F]{{{_ENCODED_RUN},}}")
+
+
+def _encoded_runs(text: str) -> set[tuple[str, str]]:
+    """The base64-like and hex-like runs of ``text``, whitespace and hex
+    separators (``0x``, ``\\x``, commas, colons) removed first, and
+    look-alike letters read as the ASCII ones they copy."""
+    text = _nfkc(text).translate(_skeleton_cased())
+    runs = {("b64", run) for run in _B64_RUN.findall(_WHITESPACE.sub("", text))}
+    runs.update(("hex", run) for run in _HEX_RUN.findall(_HEX_SEPARATORS.sub("", text)))
+    return runs
+
+
+def _decode(kind: str, run: str) -> list[str]:
+    """A run decoded at every alignment (a run may start mid-group, after a
+    prefix that happened to use the same alphabet)."""
+    out: list[str] = []
+    if kind == "hex":
+        for start in (0, 1):
+            part = run[start:]
+            out.append(bytes.fromhex(part[: len(part) - len(part) % 2]).decode("utf-8", "ignore"))
+        return out
+    standard = run.replace("-", "+").replace("_", "/")
+    for start in range(4):
+        part = standard[start:]
+        part = part[: len(part) - len(part) % 4]
+        try:
+            out.append(base64.b64decode(part, validate=True).decode("utf-8", "ignore"))
+        except (binascii.Error, ValueError):
+            continue
+    return out
+
+
+def _decoded_readings(texts: Iterable[str]) -> list[str] | None:
+    """What the base64 and hex runs of ``texts`` decode to, each also with its
+    escapes undone, and what those decode to in turn (base64 of base64); None
+    when there are too many runs to read them all."""
+    out: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    layer = list(texts)
+    for _ in range(_DECODE_DEPTH // 2):
+        runs: set[tuple[str, str]] = set()
+        for text in layer:
+            runs |= _encoded_runs(text) - seen
+            if len(runs) + len(seen) > _MAX_ENCODED_RUNS:
+                return None
+        seen |= runs
+        layer = []
+        for kind, run in runs:
+            for decoded in _decode(kind, run):
+                if decoded:
+                    layer.extend({decoded, _unescape(decoded), unquote(decoded), html.unescape(decoded)})
+        out.extend(layer)
+        if not layer:
+            break
+    return out
 
 
 @dataclass(frozen=True)
 class Redactor:
-    """Knows the hidden texts of one task; decides which fragments may pass."""
+    """Knows the hidden texts of one task; decides which fragments may pass.
+    Every text is kept folded (``fold``), in each of its views (``_views``)."""
 
     windows: frozenset[str]  # every WINDOW-long slice of a long secret
-    short: tuple[str, ...]  # secrets between MIN_SECRET and WINDOW long
+    short: tuple[str, ...]  # secrets between MIN_SECRET and WINDOW long, with a letter
+    numbers: tuple[str, ...] = ()  # short secrets of digits only, matched unfolded
+    long: tuple[str, ...] = ()  # long secrets whole, for pieces with filler between
+    long_grams: tuple[frozenset[str], ...] = ()  # the CHUNK-letter slices of each of ``long``
 
     @classmethod
     def for_secrets(cls, secrets: Iterable[str]) -> Redactor:
         windows: set[str] = set()
         short: set[str] = set()
+        numbers: set[str] = set()
+        long: set[str] = set()
         for secret in secrets:
             for variant in readings(secret) or {secret}:
                 flat = normalise(variant)
                 if len(flat) < MIN_SECRET:
                     continue
-                if len(flat) <= WINDOW:
-                    short.add(flat)
+                if flat.isdigit() and len(flat) <= WINDOW:
+                    # "120" folded would be "izo", inside "horizon": a number is looked for as digits
+                    numbers.update({flat, flat[::-1]})
+                elif len(flat) <= WINDOW:
+                    short.update(_views(flat))
                 else:
-                    windows.update(_slices(flat))
-        return cls(frozenset(windows), tuple(sorted(short)))
+                    for view in _views(flat):
+                        windows.update(_slices(view))
+                        long.add(view)
+        ordered = tuple(sorted(long))
+        return cls(
+            frozenset(windows),
+            tuple(sorted(short)),
+            tuple(sorted(numbers)),
+            ordered,
+            tuple(_grams(secret) for secret in ordered),
+        )
 
     def leaks(self, fragment: str) -> bool:
         """Whether ``fragment`` may reveal a hidden text; True when unsure."""
-        if not (self.windows or self.short) or not fragment:
+        if not (self.windows or self.short or self.numbers) or not fragment:
             return False
         variants = readings(fragment)
         if variants is None:
             return True
-        for variant in variants:
-            flat = normalise(variant)
-            if any(needle in flat for needle in self.short):
-                return True
-            if self.windows and not self.windows.isdisjoint(_slices(flat)):
-                return True
-        return False
+        # Reversed and rot13 too: base64 or hex written backwards, or rotated,
+        # only decodes once turned back.
+        turned = {codecs.encode(variant, "rot13") for variant in variants}
+        decoded = _decoded_readings({*variants, *turned, *(text[::-1] for text in (*variants, *turned))})
+        if decoded is None:
+            return True
+        return any(self._shows(variant) for variant in (*variants, *decoded))
+
+    def _shows(self, variant: str) -> bool:
+        # rot13 turns letters only: look-alikes and leet digits put in before it
+        # keep their place, those put in after it were rotated. So the letters
+        # are turned back both before and after the look-alikes are read, and
+        # the digits are read as letters only then.
+        plain = normalise(variant)
+        return any(
+            self._shows_flat(flat)
+            for flat in (plain, normalise(codecs.encode(variant, "rot13")), plain.translate(_ROT13))
+        )
+
+    def _shows_flat(self, plain: str) -> bool:
+        if any(number in plain for number in self.numbers):
+            return True
+        flat = fold(plain)
+        if any(needle in flat for needle in self.short):
+            return True
+        if not self.windows:
+            return False
+        if not self.windows.isdisjoint(_slices(flat)):
+            return True
+        grams = _grams(flat)
+        # Each matching slice covers at most CHUNK letters: most secrets are
+        # ruled out by one set intersection before their pieces are counted.
+        return any(
+            CHUNK * len(grams & secret_grams) >= CHUNK_COVER * len(secret) and _pieced_together(secret, grams)
+            for secret, secret_grams in zip(self.long, self.long_grams, strict=True)
+        )
 
     def redact(self, fragment: str) -> str:
         """``fragment`` unchanged, or a placeholder when it reveals a secret."""
         return REDACTED if self.leaks(fragment) else fragment
+
+
+def _grams(flat: str) -> frozenset[str]:
+    """The CHUNK-letter slices of ``flat``."""
+    return frozenset(flat[i : i + CHUNK] for i in range(len(flat) - CHUNK + 1))
+
+
+def _pieced_together(secret: str, grams: frozenset[str]) -> bool:
+    """Whether the fragment's CHUNK-letter slices (``grams``) cover most of
+    ``secret`` in several separate pieces: the secret cut up, filler between.
+    A piece is a stretch of consecutive matching slices; pieces may adjoin on
+    the secret (the filler sat exactly between them)."""
+    hits = [secret[i : i + CHUNK] in grams for i in range(len(secret) - CHUNK + 1)]
+    pieces = sum(1 for i, hit in enumerate(hits) if hit and (i == 0 or not hits[i - 1]))
+    if pieces < (CHUNK_RUNS if len(secret) < 2 * WINDOW else 2):
+        return False
+    covered = set()
+    for i, hit in enumerate(hits):
+        if hit:
+            covered.update(range(i, i + CHUNK))
+    return len(covered) >= CHUNK_COVER * len(secret)
 
 
 def _slices(flat: str) -> set[str]:
