@@ -12,7 +12,9 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -204,3 +206,36 @@ def test_the_in_flight_cap_counts_one_receiver_however_its_port_is_spelled(
         wait_for(lambda: status_of(*rows) == ["delivered"] * 4, timeout=90, what="all four events")
         assert held == 2, f"{held} attempts hung at one receiver at once; the cap is 2"
         assert receiver.most_inside <= 2
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_example_agents_receiver_verifies_real_deliveries_and_takes_each_signed_id_once(
+    deploy: Callable[..., Deployment],
+) -> None:
+    """docs/examples/agent.py's receiver against a real worker: the standard
+    signature verifies with the secret as issued, and a redelivery (same
+    signed id) is answered 2xx without being taken twice."""
+    from tests.client.test_example_agent import load_agent
+
+    agent = load_agent()
+    waiter = agent.WebhookWaiter("whsec_" + "A" * 43 + "=")
+    try:
+        netloc = urlsplit(waiter.callback_url).netloc
+        # the allow-list and the token's default name the agent's receiver
+        system = deploy(SimpleNamespace(host=netloc, url=waiter.callback_url))
+        waiter.secret = webhooks.secret_for("acme")
+        row = system.event(waiter.callback_url)
+        system.start(concurrency=2)
+        assert waiter.wait(row.item_id, timeout=60) == agent.Verdict("shed")
+        wait_for(lambda: status_of(row) == ["delivered"], timeout=30, what="the delivery recorded")
+        assert webhooks.redeliver([row.pk]) == 1
+        wait_for(
+            lambda: status_of(row) == ["delivered"] and WebhookDelivery.objects.get(pk=row.pk).attempts == 2,
+            timeout=60,
+            what="the redelivery",
+        )
+        assert waiter.events.empty(), "the redelivered event was taken twice"
+        assert waiter.seen == {row.event_id}
+    finally:
+        waiter.close()
