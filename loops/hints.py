@@ -58,8 +58,13 @@ CHUNK_COVER = 0.6
 CHUNK_RUNS = 3
 # Base64 and hex are looked for in runs at least this long (12 bytes).
 _ENCODED_RUN = 16
-# Past this many encoded runs in one fragment it is dropped unread.
-_MAX_ENCODED_RUNS = 200
+# Past this many encoded runs in one fragment it is dropped unread (a long log
+# of paths and identifiers has a few hundred).
+_MAX_ENCODED_RUNS = 5000
+# A decoding is read only if at least this share of it is printable text: a
+# run decoded at the wrong alignment, or an identifier that merely looks like
+# base64, gives bytes that are mostly not.
+_PRINTABLE_SHARE = 0.8
 # Past this many readings of one fragment the redactor stops looking and
 # drops the fragment: a fragment that needs more unpacking is not a hint.
 _MAX_READINGS = 500
@@ -225,17 +230,26 @@ def _decode(kind: str, run: str) -> list[str]:
     if kind == "hex":
         for start in (0, 1):
             part = run[start:]
-            out.append(bytes.fromhex(part[: len(part) - len(part) % 2]).decode("utf-8", "ignore"))
+            out.append(bytes.fromhex(part[: len(part) - len(part) % 2]).decode("utf-8", "replace"))
         return out
     standard = run.replace("-", "+").replace("_", "/")
     for start in range(4):
         part = standard[start:]
         part = part[: len(part) - len(part) % 4]
         try:
-            out.append(base64.b64decode(part, validate=True).decode("utf-8", "ignore"))
+            out.append(base64.b64decode(part, validate=True).decode("utf-8", "replace"))
         except (binascii.Error, ValueError):
             continue
     return out
+
+
+def _is_text(decoded: str) -> bool:
+    """Whether a decoding reads as text: long enough, and mostly printable
+    characters (a byte that is not UTF-8 reads as U+FFFD, which is not)."""
+    if len(decoded) < MIN_SECRET:
+        return False
+    readable = sum(ch.isprintable() and ch != "\ufffd" for ch in decoded)
+    return readable >= _PRINTABLE_SHARE * len(decoded)
 
 
 def _decoded_readings(texts: Iterable[str]) -> list[str] | None:
@@ -255,7 +269,7 @@ def _decoded_readings(texts: Iterable[str]) -> list[str] | None:
         layer = []
         for kind, run in runs:
             for decoded in _decode(kind, run):
-                if decoded:
+                if _is_text(decoded):
                     layer.extend({decoded, _unescape(decoded), unquote(decoded), html.unescape(decoded)})
         out.extend(layer)
         if not layer:

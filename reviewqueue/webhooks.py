@@ -193,13 +193,6 @@ def allowed_hosts() -> frozenset[str]:
     return frozenset(entries)
 
 
-def host_key(url: str) -> tuple[str, str]:
-    """``(host, host:port)`` of an http(s) URL as the allow-list spells them;
-    CallbackRefused when the URL is not one the server could call."""
-    target = parse_callback(url)
-    return target.host, target.host_port
-
-
 def check_callback_url(url: str) -> str:
     """The URL, if the server may call it: http or https, no user info, and its
     host listed in ``WEBHOOK_ALLOWED_HOSTS`` exactly (``host`` allows the
@@ -529,8 +522,9 @@ def _next_due_for_receiver(row: WebhookDelivery, now: datetime) -> int | None:
     """The oldest due, free, not-held-back event for ``row``'s receiver that no
     announcement is on its way for (a retry, or a first attempt past the
     sweep's grace), if any: a fresh event's own announcement is not doubled.
-    Looks at the oldest ``SWEEP_BATCH`` candidates (narrowed by the host's
-    text when it is plain ASCII); one further back waits for the sweep."""
+    Looks at the oldest ``SWEEP_BATCH`` candidates whose URL contains the
+    host's normalised text; one further back, or spelling its host otherwise
+    (an international name in Unicode), waits for the sweep."""
     grace = now - timedelta(seconds=SWEEP_GRACE_SECONDS)
     key = receiver_key(row.url)
     candidates = (
@@ -540,7 +534,7 @@ def _next_due_for_receiver(row: WebhookDelivery, now: datetime) -> int | None:
         .filter(_not_held_back())
     )
     host = key.partition("://")[2].rpartition(":")[0]
-    if host and not host.startswith("[") and host.isascii():
+    if host and not host.startswith("["):
         candidates = candidates.filter(url__icontains=host)
     for pk, url in candidates.order_by("next_attempt_at", "pk").values_list("pk", "url")[:SWEEP_BATCH]:
         if receiver_key(url) == key:

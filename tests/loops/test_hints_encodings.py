@@ -149,6 +149,8 @@ BENIGN = [
     "l33t c0d3rs w1ll l0v3 th1s",
     "Traceback: test_it_drops_an_expected_value_shown_alone failed at line 12",
     "AssertionError: is_even returned True for 3",
+    # a long log of paths and identifiers: many base64-looking runs, none of them a check
+    "\n".join(f'File "/srv/candidate_{i}.py", line {i}, in compute_the_thing_{i}' for i in range(40)),
 ]
 
 
