@@ -642,7 +642,11 @@ class Judgement(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["item", "reviewer"], name="one_judgement_per_reviewer")]
-        indexes = [models.Index(fields=["reviewer", "kind", "-created_at"], name="judgement_by_reviewer")]
+        indexes = [
+            models.Index(fields=["reviewer", "kind", "-created_at"], name="judgement_by_reviewer"),
+            # the review page's recent answers and last hour: a reviewer's newest first, any kind
+            models.Index(fields=["reviewer", "-created_at"], name="judgement_by_reviewer_time"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.decision} #{self.item_id}"
