@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, Group, User
 from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -28,7 +28,32 @@ PACE_SAMPLE = 20
 QUEUE_FIELDS = ("slug", "name", "depth", "mode", "instructions", "archived_at")
 
 
-def _recent_sql() -> str:
+def reviewable_sql() -> str:
+    """``Queue.objects.reviewable_by`` as SQL for a prepared statement: the
+    ids of the queues open to every reviewer, naming ``%(reviewer)s``, or
+    naming one of their groups. Change both together (tests check they agree)."""
+    queue = Queue._meta
+    members = Queue.members.through._meta
+    groups = Queue.member_groups.through._meta
+    user_groups = User.groups.through._meta
+    group = Group._meta.model_name + "_id"
+    return (
+        f"SELECT {queue.pk.column} FROM {queue.db_table} WHERE {queue.get_field('open_to_all').column}"
+        f" UNION SELECT queue_id FROM {members.db_table} WHERE user_id = %(reviewer)s"
+        f" UNION SELECT g.queue_id FROM {groups.db_table} g JOIN {user_groups.db_table} ug"
+        f" ON ug.{group} = g.{group} WHERE ug.user_id = %(reviewer)s"
+    )
+
+
+# The panel's queue fields in the model's column order, as Model.from_db takes them.
+_QUEUE_COLUMNS = [f for f in Queue._meta.concrete_fields if f.primary_key or f.name in QUEUE_FIELDS]
+_QUEUES_SQL = (
+    f"SELECT {', '.join(f.column for f in _QUEUE_COLUMNS)} FROM {Queue._meta.db_table}"
+    f" WHERE {Queue._meta.pk.column} IN ({reviewable_sql()}) ORDER BY name, slug"
+)
+
+
+def _recent_sql(lateral: bool) -> str:
     """The newest ``PACE_SAMPLE`` answers, newest first, with the count since
     ``since`` on every row. An answer is a verdict of theirs, or an answer of
     theirs that is no verdict of theirs (a double review's answer, a gold
@@ -38,10 +63,12 @@ def _recent_sql() -> str:
     v, j, i = verdict.db_table, judgement.db_table, item.db_table
 
     def own_answers(alias: str) -> str:
-        # an answer that is also their verdict is listed once, as the verdict
+        # An answer that is also their verdict is listed once, as the verdict.
+        # A scalar subquery (the item's verdict is unique) is never turned into
+        # a hash anti-join over all their verdicts: one index probe per answer read.
         return (
-            f"{alias}.reviewer_id = %(reviewer)s AND NOT EXISTS (SELECT 1 FROM {v} mine"
-            f" WHERE mine.item_id = {alias}.item_id AND mine.reviewer_id = %(reviewer)s)"
+            f"{alias}.reviewer_id = %(reviewer)s AND (SELECT mine.reviewer_id FROM {v} mine"
+            f" WHERE mine.item_id = {alias}.item_id) IS DISTINCT FROM %(reviewer)s"
         )
 
     columns = "decision, reason_label, created_at, item_id"
@@ -54,12 +81,19 @@ def _recent_sql() -> str:
         f" UNION ALL SELECT * FROM (SELECT {columns} FROM {j} a WHERE {own_answers('a')}"
         f" ORDER BY created_at DESC LIMIT {PACE_SAMPLE}) AS answers"
         f" ORDER BY created_at DESC LIMIT {PACE_SAMPLE}) AS top"
-        f" JOIN {i} i ON i.{item.pk.column} = top.item_id"
-        " ORDER BY top.created_at DESC"
+        # PostgreSQL: LIMIT 1 keeps the item lookup a probe per row shown, never
+        # a join over all items (SQLite has no LATERAL; it loops by nature).
+        + (
+            f" JOIN LATERAL (SELECT claimed_at, queue_id FROM {i} WHERE {item.pk.column} = top.item_id LIMIT 1) i ON true"
+            if lateral
+            else f" JOIN {i} i ON i.{item.pk.column} = top.item_id"
+        )
+        + " ORDER BY top.created_at DESC"
     )
 
 
-_RECENT_SQL = _recent_sql()
+_RECENT_SQL = _recent_sql(lateral=True)
+_RECENT_SQL_PLAIN = _recent_sql(lateral=False)
 
 
 def recent_answers(user: AbstractBaseUser, since: datetime) -> tuple[list[Verdict], int]:
@@ -75,7 +109,7 @@ def recent_answers(user: AbstractBaseUser, since: datetime) -> tuple[list[Verdic
     else:
         params["since"] = connection.ops.adapt_datetimefield_value(since)
         with connection.cursor() as cursor:
-            cursor.execute(_RECENT_SQL, params)
+            cursor.execute(_RECENT_SQL_PLAIN, params)
             rows = [(*row[:2], _aware(row[2]), row[3], _aware(row[4]), *row[5:]) for row in cursor.fetchall()]
     recent = []
     for decision, label, created_at, item_id, claimed_at, queue_id, _ in rows:
@@ -100,5 +134,10 @@ def _aware(value: datetime | str | None) -> datetime | None:
 
 def reviewable_queues(user: AbstractBaseUser) -> list[Queue]:
     """The queues the reviewer reviews, by name, with only the fields the
-    panel and the switcher show. One statement."""
-    return list(Queue.objects.reviewable_by(user).order_by("name", "slug").only(*QUEUE_FIELDS))
+    panel and the switcher show. One statement, prepared on PostgreSQL."""
+    if connection.vendor != "postgresql" or not getattr(user, "is_authenticated", False):
+        return list(Queue.objects.reviewable_by(user).order_by("name", "slug").only(*QUEUE_FIELDS))
+    names = [f.attname for f in _QUEUE_COLUMNS]
+    return [
+        Queue.from_db(connection.alias, names, list(row)) for row in prepared.fetch(_QUEUES_SQL, {"reviewer": user.pk})
+    ]

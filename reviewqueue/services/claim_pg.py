@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
-from django.contrib.auth.models import Group, User
 from django.db import connection
 
 from .. import prepared
 from ..models import OPERATOR_ROUND, Judgement, Queue, ReviewerStanding, ReviewItem
+from ..selectors.review import reviewable_sql
 
 _FIELDS = ReviewItem._meta.concrete_fields
 
@@ -67,27 +67,17 @@ _SQL = _sql()
 
 def _heads_sql() -> str:
     """``leases.queue_heads`` as one statement: each queue the reviewer
-    reviews (``Queue.objects.reviewable_by``: open to all, naming them, or
-    naming one of their groups), optionally only the one named by slug, with
+    reviews (``selectors.review.reviewable_sql``, the twin of
+    ``Queue.objects.reviewable_by``), optionally only the one named by slug, with
     its next claimable item's priority and age read by a LATERAL subquery
     from the start of the partial index ``queue_next_item``; beside them,
     whether the reviewer is paused and the item they hold under a live lease."""
     item, queue = ReviewItem._meta, Queue._meta
     judgement, standing = Judgement._meta, ReviewerStanding._meta
-    members = Queue.members.through._meta
-    groups = Queue.member_groups.through._meta
-    user_groups = User.groups.through._meta
-    group_column = Group._meta.model_name + "_id"
 
     def col(name: str) -> str:
         return item.get_field(name).column
 
-    reviewable = (
-        f"SELECT {queue.pk.column} FROM {queue.db_table} WHERE {queue.get_field('open_to_all').column}"
-        f" UNION SELECT queue_id FROM {members.db_table} WHERE user_id = %(reviewer)s"
-        f" UNION SELECT g.queue_id FROM {groups.db_table} g JOIN {user_groups.db_table} ug"
-        f" ON ug.{group_column} = g.{group_column} WHERE ug.user_id = %(reviewer)s"
-    )
     head = (
         f"SELECT {col('priority')} AS priority, {col('created_at')} AS arrived FROM {item.db_table} i"
         # the queue first, then the index's order and condition: queue_next_item serves it
@@ -114,7 +104,7 @@ def _heads_sql() -> str:
         f"SELECT q.{queue.pk.column}, q.{q['slug']}, q.{q['depth']}, q.{q['capacity']}, q.{q['lease_seconds']},"
         f" h.priority, h.arrived, {paused}, {held}"
         f" FROM {queue.db_table} q LEFT JOIN LATERAL ({head}) h ON true"
-        f" WHERE q.{queue.pk.column} IN ({reviewable})"
+        f" WHERE q.{queue.pk.column} IN ({reviewable_sql()})"
         f" AND (%(slug)s::text IS NULL OR q.{q['slug']} = %(slug)s::text)"
         f" ORDER BY q.{q['slug']}"
     )
