@@ -58,7 +58,8 @@ def _recent_sql(lateral: bool) -> str:
     ``since`` on every row. An answer is a verdict of theirs, or an answer of
     theirs that is no verdict of theirs (a double review's answer, a gold
     answer). Each arm of the UNION is limited on its own index before the
-    union is sorted, so the sort sees at most twice ``PACE_SAMPLE`` rows."""
+    union is sorted, so the sort sees at most twice ``PACE_SAMPLE`` rows,
+    however many of their answers are also their verdicts."""
     verdict, judgement, item = Verdict._meta, Judgement._meta, ReviewItem._meta
     v, j, i = verdict.db_table, judgement.db_table, item.db_table
 
@@ -78,8 +79,15 @@ def _recent_sql(lateral: bool) -> str:
         f" + (SELECT count(*) FROM {j} a WHERE {own_answers('a')} AND a.created_at >= %(since)s)"
         f" FROM (SELECT * FROM (SELECT {columns} FROM {v} WHERE reviewer_id = %(reviewer)s"
         f" ORDER BY created_at DESC LIMIT {PACE_SAMPLE}) AS verdicts"
-        f" UNION ALL SELECT * FROM (SELECT {columns} FROM {j} a WHERE {own_answers('a')}"
-        f" ORDER BY created_at DESC LIMIT {PACE_SAMPLE}) AS answers"
+        # Their newest answers, then those that are also their verdict left
+        # out: a verdict of theirs is never older than their answer on the same
+        # item (it is written when the item settles), so each answer left out
+        # has its verdict among the newer rows, and the newest PACE_SAMPLE
+        # answers hold every one the list can show.
+        f" UNION ALL SELECT * FROM (SELECT {columns} FROM (SELECT {columns} FROM {j}"
+        f" WHERE reviewer_id = %(reviewer)s ORDER BY created_at DESC LIMIT {PACE_SAMPLE}) AS a"
+        f" WHERE (SELECT mine.reviewer_id FROM {v} mine WHERE mine.item_id = a.item_id)"
+        " IS DISTINCT FROM %(reviewer)s) AS answers"
         f" ORDER BY created_at DESC LIMIT {PACE_SAMPLE}) AS top"
         # PostgreSQL: LIMIT 1 keeps the item lookup a probe per row shown, never
         # a join over all items (SQLite has no LATERAL; it loops by nature).

@@ -104,17 +104,21 @@ def test_the_queues_and_heads_agree_with_reviewable_by(reviewer: User, admit_ite
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="reads PostgreSQL's own plan")
 def test_the_recent_answers_plan_reads_no_more_rows_than_it_shows(reviewer: User) -> None:
-    """A history of 400 answers, half of them verdicts: no node of the plan reads more than the two
+    """A history of 400 double-reviewed items, the newest 200 settled by this
+    reviewer: no node of the plan reads more than the two
     arms' limits, however many answers precede them."""
     now = timezone.now()
     other = User.objects.create(username="vera")
     for n in range(400):
         at = now - timedelta(hours=2, minutes=n)
         item = answered_item(n, at)
-        # every other item: settled by another reviewer, with this reviewer's answer beside it
-        Verdict.objects.create(item=item, reviewer=other if n % 2 else reviewer, decision="approve", created_at=at)
-        if n % 2:
-            Judgement.objects.create(item=item, reviewer=reviewer, kind="review", decision="approve", created_at=at)
+        # A double review on every item, answered by this reviewer; the newest
+        # 200 settled by this reviewer too (their answer is then also their
+        # verdict, which the list must pass over), the older 200 by another.
+        Verdict.objects.create(item=item, reviewer=other if n >= 200 else reviewer, decision="approve", created_at=at)
+        Judgement.objects.create(
+            item=item, reviewer=reviewer, kind="review", decision="approve", created_at=at - timedelta(seconds=1)
+        )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
         cursor.execute("SET enable_seqscan = off")  # the tables are tiny here; at scale the planner picks the index
