@@ -183,7 +183,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.admit_n, args.http_items, args.decided, args.pending = 300, 30, 20_000, 2_000
-        args.middle = 5_000
+        args.middle = 0  # the smoke run times the two ends only
         args.http_rounds, args.producer_per_round, args.contention_items, args.keypress_decisions = 2, 60, 40, 6
         args.repeat, args.replications, args.seeds = 5, 40, 20
         args.redline_rounds = 2
