@@ -1,4 +1,4 @@
-"""The project's URLs plus two baseline views under ``/bench/``, served by the
+"""The project's URLs plus three baseline views under ``/bench/``, served by the
 same gunicorn with the same settings as the real views they are compared to
 (``bench_settings`` mounts this module). Neither baseline keeps any of the
 product's promises: they are the floor a request of the same shape can reach
@@ -119,8 +119,31 @@ def baseline_decide(request: HttpRequest) -> HttpResponse:
     return HttpResponse(CARD.render({"item": item}))
 
 
+@require_POST
+def baseline_session_decide(request: HttpRequest) -> HttpResponse:
+    """Reviewer baseline with the real request's authentication: the same
+    session cookie, login check (the project's login-required middleware) and
+    CSRF check as POST /review/<id>/decide/, then what ``baseline_decide``
+    does, for the signed-in user: ONE SELECT ... FOR UPDATE SKIP LOCKED of
+    the next pending item, ONE UPDATE marking it decided, the small card. No
+    role check, no verdict, no side panel: the floor a session-authenticated
+    decision can reach on this server."""
+    query = NEXT_PENDING + (SKIP_LOCKED if connection.vendor == "postgresql" else "")
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(query)
+        row = cursor.fetchone()
+        item = None
+        if row is not None:
+            keys = ("id", "task_description", "final_output", "cutoff_reason", "last_error", "attempt_count")
+            item = dict(zip(keys, row, strict=True))
+            now = timezone.now()
+            cursor.execute(MARK_DECIDED, [request.user.pk, now, now, item["id"]])
+    return HttpResponse(CARD.render({"item": item}))
+
+
 urlpatterns = [
     path("bench/outputs", baseline_output, name="bench_outputs"),
     path("bench/decide/", baseline_decide, name="bench_decide"),
+    path("bench/session-decide/", baseline_session_decide, name="bench_session_decide"),
     *project_urlpatterns,
 ]

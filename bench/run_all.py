@@ -41,7 +41,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
                 "--workers",
                 "2",
             ],
-            240,
+            360,
         ),
         (
             "producer over HTTP vs base",
@@ -79,12 +79,14 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
                 str(BENCH / "bench_scale.py"),
                 "--decided",
                 str(args.decided),
+                "--middle",
+                str(args.middle),
                 "--pending",
                 str(args.pending),
                 "--repeat",
                 str(args.repeat),
             ],
-            360,
+            480,
         ),
         (
             "two queues admitting at once",
@@ -162,6 +164,7 @@ def main() -> None:
     parser.add_argument("--contention-items", type=int, default=600, help="items per level (16, 32 deciders)")
     parser.add_argument("--keypress-decisions", type=int, default=40)
     parser.add_argument("--decided", type=int, default=1_000_000)
+    parser.add_argument("--middle", type=int, default=100_000, help="scale bench: the middle size of history")
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--replications", type=int, default=400)
@@ -180,6 +183,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.admit_n, args.http_items, args.decided, args.pending = 300, 30, 20_000, 2_000
+        args.middle = 0  # the smoke run times the two ends only
         args.http_rounds, args.producer_per_round, args.contention_items, args.keypress_decisions = 2, 60, 40, 6
         args.repeat, args.replications, args.seeds = 5, 40, 20
         args.redline_rounds = 2

@@ -77,7 +77,9 @@ class QueueQuerySet(models.QuerySet["Queue"]):
         groups. Archived queues stay in (their waiting items still need a
         verdict); callers that offer new work filter them as they need.
         A plain filter on the queue's pk (no join, no DISTINCT), so callers
-        may annotate, order and filter it freely."""
+        may annotate, order and filter it freely. The reviewer's prepared
+        statements use its SQL twin, ``selectors.review.reviewable_sql``:
+        change both together."""
         if not getattr(user, "is_authenticated", False):
             return self.none()
         mine = Queue.objects.filter(Q(open_to_all=True) | Q(members=user) | Q(member_groups__in=user.groups.all()))
@@ -642,7 +644,11 @@ class Judgement(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["item", "reviewer"], name="one_judgement_per_reviewer")]
-        indexes = [models.Index(fields=["reviewer", "kind", "-created_at"], name="judgement_by_reviewer")]
+        indexes = [
+            models.Index(fields=["reviewer", "kind", "-created_at"], name="judgement_by_reviewer"),
+            # the review page's recent answers and last hour: a reviewer's newest first, any kind
+            models.Index(fields=["reviewer", "-created_at"], name="judgement_by_reviewer_time"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.decision} #{self.item_id}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
@@ -167,25 +168,15 @@ def queue_heads(
     included), if any: one statement. Each head is a subquery per queue that reads the partial index
     ``queue_next_item`` (queue, priority descending, age, id) from its start,
     so it costs the same with ten pending items or ten thousand, and the
-    statement grows with the number of queues, never with their items."""
-    rows = Queue.objects.reviewable_by(reviewer)
-    if queue is not None:
-        rows = rows.filter(pk=focused_queue(reviewer, queue).pk)
-    nxt = _claimable_rows(reviewer, now, exclude).filter(queue=OuterRef("pk")).order_by("-priority", "created_at", "pk")
-    paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
-    held = ReviewItem.all_objects.filter(
-        status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now
-    ).order_by("claimed_at")
-    found = list(
-        rows.annotate(
-            head_priority=Subquery(nxt.values("priority")[:1]),
-            head_arrived=Subquery(nxt.values("created_at")[:1]),
-            paused=Exists(paused),
-            held=Subquery(held.values("pk")[:1]),
-        ).values_list(
-            "pk", "slug", "depth", "capacity", "lease_seconds", "head_priority", "head_arrived", "paused", "held"
-        )
-    )
+    statement grows with the number of queues, never with their items. On
+    PostgreSQL the statement is written once and prepared (``claim_pg``)."""
+    if connection.vendor == "postgresql" and getattr(reviewer, "is_authenticated", False):
+        slug = None if queue is None else (queue.slug if isinstance(queue, Queue) else str(queue))
+        found = claim_pg.queue_heads_one_statement(reviewer.pk, now, exclude, slug)
+        if not found and slug is not None:
+            raise NotAQueueOfYours(f"you do not review a queue {slug!r}")
+    else:
+        found = _queue_heads_orm(reviewer, now, exclude, queue)
     heads = [
         Head(
             queue_id=pk,
@@ -205,6 +196,30 @@ def queue_heads(
         mine = current_claim(reviewer=reviewer, now=now)
         return heads, quality.is_paused(reviewer), mine.pk if mine is not None else None
     return heads, bool(found[0][-2]), found[0][-1]
+
+
+def _queue_heads_orm(
+    reviewer: AbstractBaseUser, now: datetime, exclude: Collection[int], queue: Queue | str | None
+) -> list[tuple[Any, ...]]:
+    """queue_heads' rows through the ORM (SQLite, and any other database)."""
+    rows = Queue.objects.reviewable_by(reviewer)
+    if queue is not None:
+        rows = rows.filter(pk=focused_queue(reviewer, queue).pk)
+    nxt = _claimable_rows(reviewer, now, exclude).filter(queue=OuterRef("pk")).order_by("-priority", "created_at", "pk")
+    paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
+    held = ReviewItem.all_objects.filter(
+        status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now
+    ).order_by("claimed_at")
+    return list(
+        rows.annotate(
+            head_priority=Subquery(nxt.values("priority")[:1]),
+            head_arrived=Subquery(nxt.values("created_at")[:1]),
+            paused=Exists(paused),
+            held=Subquery(held.values("pk")[:1]),
+        ).values_list(
+            "pk", "slug", "depth", "capacity", "lease_seconds", "head_priority", "head_arrived", "paused", "held"
+        )
+    )
 
 
 def _claimable_rows(reviewer: AbstractBaseUser, now: datetime, exclude: Collection[int]) -> QuerySet[ReviewItem]:

@@ -21,6 +21,8 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
+from .rendered import RenderedCache
+
 register = template.Library()
 
 # Headings in a task sit below the card's own "Item #N" (h1) and "Task" (h2).
@@ -97,7 +99,20 @@ def _deepest(tokens: list[Token]) -> int:
     return max((max(token.level, _deepest(token.children or [])) for token in tokens), default=0)
 
 
+# A queue's instructions render on every card: each text is rendered once
+# per process while it stays among the last RENDERED_ENTRIES rendered.
+RENDERED_ENTRIES = 256
+_rendered = RenderedCache(RENDERED_ENTRIES, MAX_MARKDOWN_CHARS)
+
+
 def markdown_html(text: str) -> str:
+    """Markdown source as sanitised HTML, kept by a hash of the text (the
+    rendering is deterministic). Safe on any input."""
+    text = text or ""
+    return _rendered.get("markdown", text, lambda: _markdown_html(text))
+
+
+def _markdown_html(text: str) -> str:
     """Markdown source as sanitised HTML. Deterministic and safe on any input.
 
     Text nested past markdown-it's limit would silently lose its innermost

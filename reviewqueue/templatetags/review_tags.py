@@ -22,6 +22,8 @@ from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from .rendered import RenderedCache
+
 register = template.Library()
 
 FORMATTER = HtmlFormatter(nowrap=False, cssclass="hl")
@@ -196,11 +198,17 @@ class _Budget:
         return True
 
 
+# Highlighted blocks by a hash of their text and lexer hint: the same output
+# renders on every reload and lease renewal of its card. A block is at most
+# HIGHLIGHT_MAX_CHARS (the budget below is spent first, as without the cache).
+_highlighted = RenderedCache(entries=256, max_chars=HIGHLIGHT_MAX_CHARS)
+
+
 def _code_html(text: str, budget: _Budget, hint: str = "") -> str:
     if not budget.spend(len(text)):
         # The same box, uncoloured: escaped in one linear pass.
         return f'<div class="hl"><pre>{html.escape(text)}</pre></div>\n'
-    return highlight(text, pick_lexer(text, hint), FORMATTER)
+    return _highlighted.get(f"code:{hint}", text, lambda: highlight(text, pick_lexer(text, hint), FORMATTER))
 
 
 def _prose_html(text: str) -> str:

@@ -21,7 +21,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 from django.conf import settings
@@ -29,7 +29,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -43,6 +42,7 @@ from ..access import is_operator, is_reviewer, reviewer_required
 from ..forms import GoldForm
 from ..middleware import when_database_lost
 from ..models import Judgement, LoopRun, Queue, ReasonLabel, ReviewItem, Verdict
+from ..selectors import review as review_reads
 from ..templatetags.time_tags import ago
 from .http import HtmxHttpRequest
 
@@ -51,7 +51,6 @@ CARD = "review/queue.html#card"
 DECIDE_CHOICES = (Verdict.Decision.APPROVE, Verdict.Decision.REJECT, Verdict.Decision.EDIT)
 LEASE = "review/queue.html#lease"
 RECENT_VERDICTS = 8
-PACE_SAMPLE = 20
 SKIPPED_KEY = "review_skipped"
 
 V = TypeVar("V", bound=Callable[..., HttpResponse])
@@ -114,27 +113,26 @@ def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> 
     the queue in view, the instructions of the item's queue, their own
     recent verdicts and pace.
 
-    A waiting count is the depth kept on a queue's row (exact under the
-    queue's lock, recounted by the depth-sampler beat task); the queues are
-    read in one query. Verdicts load only the columns shown."""
+    Two statements (``selectors.review``): the queues, and the recent answers
+    with the last hour's count. A waiting count is the depth kept on a
+    queue's row (exact under the queue's lock, recounted by the depth-sampler
+    beat task)."""
     now = timezone.now()
-    hour_ago = now - timedelta(hours=1)
-    recent = _recent_answers(user)
+    recent, last_hour = review_reads.recent_answers(user, now - timedelta(hours=1))
     spans = [
         (v.created_at - v.claimed_at).total_seconds()
         for v in recent
         if v.claimed_at is not None and v.created_at >= v.claimed_at
     ]
     median = statistics.median(spans) if spans else None
-    mine = Queue.objects.reviewable_by(user).order_by("name", "slug")
-    queues = list(mine.only("slug", "name", "depth", "mode", "instructions", "archived_at"))
+    queues = review_reads.reviewable_queues(user)
     if not queues and Queue.default().open_to_all:  # the default queue is made on first use
-        queues = list(mine.only("slug", "name", "depth", "mode", "instructions", "archived_at"))
+        queues = review_reads.reviewable_queues(user)
     # An archived queue shows while items still wait in it: they still need a verdict.
     shown = [q for q in queues if not q.archived or q.depth or (focus is not None and q.pk == focus.pk)]
     by_pk = {q.pk: q for q in queues}
     if item is not None and item.queue_id not in by_pk:  # held from a queue since left
-        by_pk[item.queue_id] = Queue.objects.only("slug", "name", "depth", "mode", "instructions").get(pk=item.queue_id)
+        by_pk[item.queue_id] = Queue.objects.only(*review_reads.QUEUE_FIELDS).get(pk=item.queue_id)
     in_view = by_pk.get(item.queue_id) if item is not None else None
     in_view = in_view or (by_pk.get(focus.pk) if focus is not None else None)
     if in_view is None and len(queues) == 1:
@@ -152,44 +150,12 @@ def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> 
         "mode": in_view.mode if in_view is not None else "",
         "instructions": in_view.instructions if in_view is not None else None,
         "recent": recent[:RECENT_VERDICTS],
-        "last_hour": _last_hour(user, recent, hour_ago),
+        "last_hour": last_hour,
         "median_seconds": median,
         # Sub-second spans come from scripts, not people; no pace claimed from them.
         "pace_per_hour": round(3600 / median) if median and median >= 1 else None,
         "undo_seconds": settings.REVIEWQUEUE_UNDO_SECONDS,
     }
-
-
-def _recent_answers(user: User) -> list[Verdict]:
-    """The reviewer's newest answers, newest first, as (unsaved) verdicts
-    carrying ``claimed_at``: their verdicts, and their answers that are no
-    item's verdict (a double review's answer, a gold answer). Listed alike,
-    so nothing in the list tells a gold or a double-reviewed item apart.
-    One statement (a UNION)."""
-    columns = ("decision", "reason_label", "created_at", "item_id", "item__claimed_at", "item__queue_id")
-    verdicts = Verdict.objects.filter(reviewer=user).values_list(*columns)
-    settled_by_them = Verdict.objects.filter(item=OuterRef("item"), reviewer=user)
-    answers = Judgement.objects.filter(reviewer=user).exclude(Exists(settled_by_them)).values_list(*columns)
-    rows = verdicts.union(answers, all=True).order_by("-created_at")[:PACE_SAMPLE]
-    recent = []
-    for decision, label, created_at, item_id, claimed_at, queue_id in rows:
-        # queue_id given, so building the (unsaved) row reads no default queue.
-        verdict = Verdict(
-            decision=decision, reason_label=label, created_at=created_at, item_id=item_id, queue_id=queue_id
-        )
-        verdict.claimed_at = claimed_at
-        recent.append(verdict)
-    return recent
-
-
-def _last_hour(user: User, recent: list[Verdict], since: datetime) -> int:
-    """The reviewer's verdicts since ``since``: counted from ``recent`` (the
-    newest first) when it reaches back past ``since``, else by a query."""
-    if len(recent) < PACE_SAMPLE or recent[-1].created_at < since:
-        return sum(1 for v in recent if v.created_at >= since)
-    settled_by_them = Verdict.objects.filter(item=OuterRef("item"), reviewer=user)
-    answers = Judgement.objects.filter(reviewer=user, created_at__gte=since).exclude(Exists(settled_by_them))
-    return Verdict.objects.filter(reviewer=user, created_at__gte=since).count() + answers.count()
 
 
 def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 200) -> HttpResponse:

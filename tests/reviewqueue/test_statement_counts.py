@@ -1,6 +1,9 @@
 """How many SQL statements a user's request sends, through the test client as
 the browser sends it: the reviewer's decide (with the htmx headers, so the
 answer is the next card), the review page, a producer's POST /api/outputs.
+Decide and the page are counted for a reviewer who has just started and for
+an active one (100 answers in the last hour, as many more before it): the
+count must not grow with a reviewer's history.
 
 Each count is an upper bound, so a regression fails. On the deployed
 configuration (PostgreSQL + Redis, as CI's first suite runs) the bound for
@@ -11,13 +14,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from reviewqueue import services
+from reviewqueue.models import Judgement, ReviewItem, Verdict
 from reviewqueue.services import routing
 from reviewqueue.tokens import issue_token
 
@@ -33,6 +40,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # PostgreSQL shows its BEGIN and COMMIT, SQLite does not. On PostgreSQL,
 # admit() sends its one prepared statement through psycopg directly, which
 # Django does not capture: a pushed output costs one statement more than counted.
+# The reviewer's prepared statements (reviewqueue.prepared) are captured.
 DECIDE_GOAL = 12
 BOUNDS = {
     "postgresql+redis": {"decide": DECIDE_GOAL, "review page": 4, "output": 3},
@@ -70,6 +78,45 @@ def queue(reviewer: Any, admit_item: Callable[..., Any]) -> None:
         admit_item()
 
 
+ACTIVE_LAST_HOUR = 100
+
+
+@pytest.fixture
+def active(queue: None, reviewer: Any) -> None:
+    """An active reviewer: 100 answers in the last hour (90 verdicts, 10
+    double-review answers on items another reviewer settled) and 100 older
+    ones, written in bulk as their services would leave them."""
+    now = timezone.now()
+    other = User.objects.create(username="vera")
+    times = [now - timedelta(seconds=30 * (n + 1)) for n in range(ACTIVE_LAST_HOUR)]
+    times += [now - timedelta(hours=2, seconds=30 * n) for n in range(ACTIVE_LAST_HOUR)]
+    items = ReviewItem.objects.bulk_create(
+        ReviewItem(
+            idempotency_key=f"history-{n}",
+            task_description="Write is_even",
+            final_output="def is_even(n): ...",
+            status=ReviewItem.Status.APPROVED,
+            claimed_at=at - timedelta(seconds=20),
+            decided_at=at,
+        )
+        for n, at in enumerate(times)
+    )
+    answered = [n for n in range(len(items)) if n % 10 == 9]
+    Verdict.objects.bulk_create(
+        Verdict(
+            item=item,
+            reviewer=other if n in answered else reviewer,
+            decision=Verdict.Decision.APPROVE,
+            created_at=times[n],
+        )
+        for n, item in enumerate(items)
+    )
+    Judgement.objects.bulk_create(
+        Judgement(item=items[n], reviewer=reviewer, kind=Judgement.Kind.REVIEW, decision="approve", created_at=times[n])
+        for n in answered
+    )
+
+
 @pytest.fixture
 def decide_statements(queue: None, reviewer: Any, client: Any) -> Iterator[int]:
     """The statements of one decide as the page sends it, on a card claimed
@@ -92,6 +139,22 @@ def decide_statements(queue: None, reviewer: Any, client: Any) -> Iterator[int]:
 
 def test_decide_with_the_next_card_stays_within_its_bound(decide_statements: int) -> None:
     assert decide_statements <= bound("decide")
+
+
+def test_an_active_reviewer_decides_within_the_same_bound(active: None, decide_statements: int) -> None:
+    """100 answers in the last hour reach past the 20 the panel reads for its
+    pace: the hour's count must still come from the same statement."""
+    assert decide_statements <= bound("decide")
+
+
+def test_an_active_reviewer_sees_the_last_hour_counted(active: None, reviewer: Any, client: Any) -> None:
+    client.force_login(reviewer)
+    services.claim(reviewer=reviewer)
+    response, count = counted("GET /review/, active reviewer", lambda: client.get("/review/"))
+    assert response.status_code == 200
+    # the hour's 100 answers and the 6 decided by the queue fixture a moment ago
+    assert f"<strong>{ACTIVE_LAST_HOUR + 6}</strong> verdicts in the last hour" in response.content.decode()
+    assert count <= bound("review page")
 
 
 def test_the_review_page_sends_no_more_statements_than_today(queue: None, reviewer: Any, client: Any) -> None:
