@@ -417,6 +417,10 @@ def decide(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
         return _invalid(request, item_id, "Choose Approve or Reject.", note, reason_label)
     approve = decision != Verdict.Decision.REJECT
     edited = request.POST.get("edited_output", "") if decision == Verdict.Decision.EDIT else ""
+    if decision == Verdict.Decision.EDIT and not edited.strip():
+        # An emptied editor is not a correction: approving would record the original.
+        empty = services.InvalidInput("edited_output", EMPTY_EDIT)
+        return _invalid_panel(request, item_id, CardState(item=None, panel="edit", edited_output=edited), empty)
     try:
         said = _record_verdict(
             request, item_id, approve=approve, reason_label=reason_label, note=note, edited_output=edited
@@ -568,6 +572,12 @@ def undo(request: HtmxHttpRequest) -> HttpResponse:
 # --- edit and approve, send back -----------------------------------------------------------
 
 
+EMPTY_EDIT = (
+    "The corrected output is empty: type the output to approve, or close the editor (Esc) and press a "
+    "to approve the original. Nothing was recorded."
+)
+
+
 def _invalid_panel(request: HtmxHttpRequest, item_id: int, state: CardState, exc: services.QueueError) -> HttpResponse:
     """The same item again with its editor or note field open, the error in
     it and what was typed kept; a notice instead if the item is gone."""
@@ -581,6 +591,8 @@ def _invalid_panel(request: HtmxHttpRequest, item_id: int, state: CardState, exc
 def _panel_error(exc: services.QueueError) -> str:
     if isinstance(exc, services.InvalidInput) and exc.field == "note":
         return "Sending back needs a note: say what the next try should change."
+    if isinstance(exc, services.InvalidInput) and exc.message.endswith(EMPTY_EDIT):
+        return EMPTY_EDIT
     if isinstance(exc, services.InvalidInput) and exc.field == "edited_output":
         return f"The corrected output is too long ({exc.message.split(': ', 1)[-1]}); nothing was recorded."
     return exc.message
