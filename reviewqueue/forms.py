@@ -109,10 +109,14 @@ class PolicyForm(forms.ModelForm):
         }
         widgets: ClassVar[dict[str, Any]] = {"instructions": forms.Textarea(attrs={"rows": 8})}
 
+    @staticmethod
+    def _instructions_text(value: object) -> str:
+        return str(value or "").replace("\r\n", "\n").strip()
+
     def clean_instructions(self) -> str:
         # Browsers send textarea lines as CRLF; stored as LF, so saving the
         # form unchanged is not recorded as a change to the instructions.
-        return str(self.cleaned_data.get("instructions", "")).replace("\r\n", "\n").strip()
+        return self._instructions_text(self.cleaned_data.get("instructions", ""))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -199,8 +203,15 @@ class PolicyForm(forms.ModelForm):
         super()._update_errors(errors)
 
     def changes(self) -> dict[str, Any]:
-        """Only the fields whose values differ, ready for services.policy_update."""
-        return {name: self.cleaned_data[name] for name in self.changed_data if name in Queue.EDITABLE_FIELDS}
+        """Only the fields whose values differ, ready for services.policy_update.
+        Django's changed_data compares the raw text, so instructions sent back
+        with CRLF line endings would count as changed: compared cleaned here."""
+        changes = {name: self.cleaned_data[name] for name in self.changed_data if name in Queue.EDITABLE_FIELDS}
+        if "instructions" in changes and changes["instructions"] == self._instructions_text(
+            self.initial.get("instructions")
+        ):
+            del changes["instructions"]
+        return changes
 
 
 class WhatIfForm(forms.Form):
