@@ -636,3 +636,15 @@ def test_the_admin_edits_routing_rules_and_routing_follows(
     services.archive_queue(queue=a, user=None)
     choices = client.get("/admin/reviewqueue/routingrule/add/").context["adminform"].form.fields["queue"].queryset
     assert a not in choices and b in choices
+
+
+@pytest.mark.parametrize("slug", ["Team_A", "team_a", "Team A!", "9lives"])
+def test_a_bad_slug_gets_one_error_stating_our_rule(client: Client, operator: User, slug: str) -> None:
+    """Not Django's own slug message (letters, underscores allowed) beside ours."""
+    client.force_login(operator)
+    response = client.post(reverse("ops:queues"), {"slug": slug, "name": "Kept name", "capacity": "5"})
+    assert response.status_code == 400
+    errors = response.context["form"].errors["slug"]
+    assert len(errors) == 1, errors
+    assert "lowercase letters, digits and hyphens" in errors[0]
+    assert "underscores" not in response.content.decode()
