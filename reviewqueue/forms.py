@@ -734,6 +734,12 @@ class RoutePreviewForm(forms.Form):
     priority = forms.IntegerField(initial=0)
     task_id = forms.CharField(required=False, max_length=200, label="Task id")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Its ids apart from the add-a-rule form's on the same page (which has
+        # fields of the same names), so each label points into its own form.
+        kwargs.setdefault("auto_id", "preview_%s")
+        super().__init__(*args, **kwargs)
+
 
 def add_service_errors(form: forms.BaseForm, exc: ValidationError | InvalidInput) -> None:
     """Show a service's refusal on the form: each error next to its field,
