@@ -81,6 +81,9 @@ class CardState:
     edited_output: str | None = None
     send_back_note: str = ""
     panel_error: str = ""
+    # Whether the reviewer is paused (claims serve them nothing); None: not
+    # yet known, asked when the card has no item.
+    paused: bool | None = None
 
 
 def _focus(request: HtmxHttpRequest) -> Queue | None:
@@ -195,8 +198,10 @@ def _last_hour(user: User, recent: list[Verdict], since: datetime) -> int:
 def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 200) -> HttpResponse:
     """The card: the fragment (context panel and switcher out of band) for htmx, else the page."""
     item = state.item
+    paused = state.paused if state.paused is not None else item is None and services.is_paused(request.user)
     context: dict[str, object] = {
         "item": item,
+        "paused": paused,
         "notices": state.notices,
         "error": state.error,
         "note": state.note,
@@ -242,15 +247,9 @@ def _claim_next(request: HtmxHttpRequest, notices: list[Notice], *, just_skipped
         item = services.claim(reviewer=request.user, exclude=never, queue=focus)
         if item is not None:
             notices.append(Notice(f"Only items you skipped are left; here is #{item.pk} again."))
-    if item is None and services.is_paused(request.user):
-        notices.append(
-            Notice(
-                "You are paused from this queue: your recent answers on items with a known answer fell below "
-                "the accuracy the operators set. An operator can reinstate you.",
-                "error",
-            )
-        )
-    return CardState(item=item, notices=notices)
+    # A paused reviewer's card says so itself, instead of offering work.
+    paused = item is None and services.is_paused(request.user)
+    return CardState(item=item, notices=notices, paused=paused)
 
 
 def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.QueueError:
@@ -396,7 +395,7 @@ def queue(request: HtmxHttpRequest) -> HttpResponse:
 def next_item(request: HtmxHttpRequest) -> HttpResponse:
     """Claim the next item under a lease (or get back the one already held)."""
     state = _claim_next(request, [])
-    if state.item is None:
+    if state.item is None and not state.paused:
         state.notices.append(Notice("Nothing waits right now. This page will notice new items by itself."))
     return _after_post(request, state)
 

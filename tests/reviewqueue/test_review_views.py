@@ -574,3 +574,28 @@ def test_it_shows_the_reviewers_pace_and_recent_verdicts(
     assert f"#{items[-1].pk}" in body
     assert "median <strong>–</strong>" not in body
     assert "about <strong>120</strong> an hour at that pace" in body
+
+
+def _card(body: str) -> str:
+    return body.split('id="card"', 1)[1].split("</section>", 1)[0]
+
+
+def test_a_paused_reviewer_is_told_so_and_not_invited_to_start(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    from reviewqueue.models import ReviewerStanding
+
+    for _ in range(3):
+        admit_item()
+    now = timezone.now()
+    ReviewerStanding.objects.create(reviewer=reviewer, flagged_at=now, paused_at=now)
+
+    card = _card(rita_client.get(reverse("review:queue")).content.decode())
+    assert "You are paused" in card
+    assert "Start reviewing" not in card and "items waiting" not in card
+    assert 'hx-trigger="every 5s"' in card  # a reinstatement shows by itself
+
+    card = _card(rita_client.post(reverse("review:next"), HTTP_HX_REQUEST="true").content.decode())
+    assert "You are paused" in card
+    assert "Nothing waits right now" not in card
+    assert "Start reviewing" not in card and "items waiting" not in card
