@@ -599,3 +599,21 @@ def test_a_paused_reviewer_is_told_so_and_not_invited_to_start(
     assert "You are paused" in card
     assert "Nothing waits right now" not in card
     assert "Start reviewing" not in card and "items waiting" not in card
+
+
+def test_an_item_held_from_another_queue_is_named_as_such_under_the_queue_in_view(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    docs = services.create_queue(user=None, slug="docs", name="Open tasks")
+    docs.members.add(reviewer)
+    admit_item(queue="docs")
+    held = admit_item(queue="default").item
+    assert services.claim(reviewer=reviewer, queue=Queue.default()).pk == held.pk
+
+    body = rita_client.get(reverse("review:queue") + "?queue=docs").content.decode()
+    card = _card(body)
+    assert f'data-item="{held.pk}"' in card
+    assert f"Item #{held.pk} is from Default, not Open tasks" in card
+    # In its own queue, or in all queues, nothing needs saying.
+    for query in ("?queue=default", ""):
+        assert "is from Default" not in _card(rita_client.get(reverse("review:queue") + query).content.decode())
