@@ -525,6 +525,9 @@ class Compared:
     unit: str
     digits: int
     note: str
+    # Whether less is better. Less draft time is not: a queue spends less of
+    # it when it loses more items instead, so its change is shown uncoloured.
+    judged: bool = True
 
     @property
     def heading(self) -> str:
@@ -536,7 +539,14 @@ COMPARED_SHOWN = (
     Compared("lost", "Items lost", "per run", 1, "arrivals shed or refused, per simulated run"),
     Compared("mean_wait_min", "Mean wait", "min", 1, "from arrival to decision, of reviewed items"),
     Compared("p95_wait_min", "p95 wait", "min", 1, "95 % of reviewed items waited less"),
-    Compared("time_in_draft_min", "Draft mode", "min", 0, "time above the high watermark: loops ran once"),
+    Compared(
+        "time_in_draft_min",
+        "Draft mode",
+        "min",
+        0,
+        "time above the high watermark: loops ran once; neither better nor worse by itself",
+        judged=False,
+    ),
 )
 
 
@@ -569,6 +579,8 @@ def _added_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         for c in COMPARED_SHOWN:
             before, after = changes[c.key]
             change, tone = fmt_change(before, after, c.digits)
+            if not c.judged and tone != "muted":
+                tone = "unjudged"
             cells.append(
                 {
                     "label": c.heading,
