@@ -214,12 +214,16 @@ class PolicyForm(forms.ModelForm):
         return changes
 
 
+MODEL_HELP = "article: fixed steps each minute; poisson: random arrivals and reviews"
+
+
 class WhatIfForm(forms.Form):
     """One simulation scenario plus how to run it. Field names match
     simulation.Scenario so errors from Scenario.from_dict land on the right field."""
 
     name = forms.CharField(max_length=100, required=False, help_text="to tell runs apart when comparing")
-    model = forms.ChoiceField(choices=[("article", "article (fixed per-minute steps)"), ("poisson", "poisson")])
+    # Short choice words, so the select is not cut off in its grid column; the help says what each means.
+    model = forms.ChoiceField(choices=[("article", "article"), ("poisson", "poisson")], help_text=MODEL_HELP)
     production_per_min = forms.FloatField(min_value=0, max_value=10_000, label="Production rate (outputs/min)")
     review_per_min = forms.FloatField(min_value=0, max_value=10_000, label="Review rate (decisions/min, all reviewers)")
     reviewers = forms.IntegerField(min_value=1, max_value=1000)
@@ -365,7 +369,7 @@ class AddQueueWhatIfForm(forms.Form):
     )
     capacity = forms.IntegerField(min_value=1, max_value=1_000_000, initial=50, label="New queue's capacity (items)")
     model = forms.ChoiceField(
-        choices=[("poisson", "poisson"), ("article", "article (fixed per-minute steps)")], initial="poisson"
+        choices=[("poisson", "poisson"), ("article", "article")], initial="poisson", help_text=MODEL_HELP
     )
     hours = forms.IntegerField(
         min_value=1,

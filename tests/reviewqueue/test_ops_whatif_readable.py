@@ -164,3 +164,13 @@ def test_less_draft_time_is_not_coloured_as_better_when_adding_a_queue() -> None
     cells = {cell["label"]: cell for cell in _added_rows(result)[0]["cells"]}
     assert cells["Draft mode (min)"]["tone"] == "unjudged"
     assert cells["Items lost (per run)"]["tone"] == "worse"
+
+
+def test_the_model_choices_are_short_words_explained_beside_the_select(client: Client, operator: User) -> None:
+    """A long option ("article (fixed per-minute steps)") was cut off in its grid column at 1280 px."""
+    client.force_login(operator)
+    for url in (reverse("ops:whatif"), reverse("ops:queues_whatif")):
+        body = client.get(url).content.decode()
+        select = body.split('id="id_model"')[1].split("</select>")[0]
+        assert ">article</option>" in select and ">poisson</option>" in select, url
+        assert "article: fixed steps each minute" in body, url

@@ -617,3 +617,27 @@ def test_an_item_held_from_another_queue_is_named_as_such_under_the_queue_in_vie
     # In its own queue, or in all queues, nothing needs saying.
     for query in ("?queue=default", ""):
         assert "is from Default" not in _card(rita_client.get(reverse("review:queue") + query).content.decode())
+
+
+def test_recent_verdicts_read_alike_and_a_pushed_output_without_attempts_says_so(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    for decision in ("approve", "reject", "edit"):
+        item = admit_item().item
+        assert services.claim(reviewer=reviewer).pk == item.pk
+        services.decide(
+            item_id=item.pk,
+            reviewer=reviewer,
+            approve=decision != "reject",
+            reason_label="logic_error" if decision == "reject" else "",
+            edited_output="fixed\n" if decision == "edit" else "",
+        )
+    pushed = admit_item(attempt_count=0).item
+    assert services.claim(reviewer=reviewer).pk == pushed.pk
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    recent = body.split('class="recent"')[1].split("</ol>")[0]
+    for words in ("Approved</span>", "Rejected</span>", "Approved with edits</span>"):
+        assert words in recent
+    assert "Approve</span>" not in recent and "approved with edits" not in recent
+    cutoff = body.split('id="cutoff"')[1].split("</dl>")[0]
+    assert "0 attempts" not in cutoff and "not reported by its producer" in cutoff
