@@ -351,6 +351,18 @@
     statusTimer = window.setTimeout(clearKeyStatus, STATUS_MS);
   }
 
+  // The notice of ignored keys sits in the verdict bar, above its buttons,
+  // so it covers nothing; outside the card (where no swap can remove it)
+  // while a card is being replaced or when there is no bar.
+  function dockKeyStatus(home) {
+    var el = document.getElementById("key-status");
+    var main = document.querySelector(".review-main");
+    var bar = home ? null : $("#card .action-bar");
+    if (!el || !main) return;
+    if (bar && el.parentNode !== bar) bar.insertBefore(el, bar.firstChild);
+    else if (!bar && el.parentNode !== main) main.insertBefore(el, main.firstChild);
+  }
+
   function clearKeyStatus() {
     ignoredKeys = [];
     if (statusTimer !== null) window.clearTimeout(statusTimer);
@@ -430,6 +442,7 @@
   var shownItem = null;
 
   function onCardSwapped() {
+    dockKeyStatus(false);
     startLeaseClock();
     restoreNote();
     restorePanels();
@@ -489,6 +502,7 @@
     var layout = document.getElementById("review");
     var xhr = event.detail.xhr;
     if (!layout || !xhr) return;
+    if (event.detail.target && event.detail.target.id === "card") dockKeyStatus(true);
     // Rather than swapping the sign-in page into the card, go there for real
     // and come back to this page afterwards.
     if (landedOnLogin(xhr)) {
@@ -568,6 +582,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     shownItem = itemId();
+    dockKeyStatus(false);
     startLeaseClock();
     restoreNote();
     restorePanels();
