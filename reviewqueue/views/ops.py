@@ -39,7 +39,7 @@ from ..forms import (
     add_service_errors,
     scenario_initial,
 )
-from ..models import FilterRule, PolicyAudit, Queue, SimulationRun, Verdict
+from ..models import FilterRule, PolicyAudit, Queue, ReasonLabel, SimulationRun, Verdict
 from ..policy import FILTER_GATES
 from ..services.simulations import ADD_QUEUE_KIND, execute_simulation
 from ..tasks.ops import run_simulation
@@ -162,12 +162,14 @@ def dashboard_context(queue: Queue) -> dict[str, Any]:
 
 
 def rules_context(queue: Queue) -> dict[str, Any]:
-    counts = stats.label_counts(queue=queue)
+    # Labels counted at least once, in words (a count of 0 is left after an undo).
+    counts = {label: n for label, n in stats.label_counts(queue=queue).items() if n}
+    words = dict(ReasonLabel.choices)
     return {
         **scope_context(queue),
-        "label_counts": counts,
+        "label_counts": {words.get(label, label.replace("_", " ")): n for label, n in counts.items()},
         # Counted labels that no cheap mechanical gate can catch: said, not silently skipped.
-        "labels_without_gate": [label for label in counts if label not in FILTER_GATES],
+        "labels_without_gate": [words.get(label, label) for label in counts if label not in FILTER_GATES],
         "rules": FilterRule.objects.filter(queue=queue).select_related("decided_by").order_by("status", "-proposed_at"),
     }
 

@@ -418,3 +418,13 @@ def test_pages_with_debug_on_carry_no_script_that_swaps_a_refusal_over_the_whole
     body = ops_client.get(reverse("ops:quality")).content.decode()
     assert "htmx-2.min.js" in body
     assert "django-htmx.js" not in body
+
+
+def test_no_pair_yet_says_after_how_many_shared_items_one_appears(
+    ops_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = report(pairs=[], min_pair_overlap=10)
+    monkeypatch.setattr(quality_view.quality, "cached_quality_report", lambda: found)
+    body = ops_client.get(reverse("ops:quality")).content.decode()
+    no_pairs = body.split('id="no-pairs"')[1].split("</p>")[0]
+    assert "judged 10 of the same items" in no_pairs
