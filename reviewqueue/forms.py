@@ -109,10 +109,14 @@ class PolicyForm(forms.ModelForm):
         }
         widgets: ClassVar[dict[str, Any]] = {"instructions": forms.Textarea(attrs={"rows": 8})}
 
+    @staticmethod
+    def _instructions_text(value: object) -> str:
+        return str(value or "").replace("\r\n", "\n").strip()
+
     def clean_instructions(self) -> str:
         # Browsers send textarea lines as CRLF; stored as LF, so saving the
         # form unchanged is not recorded as a change to the instructions.
-        return str(self.cleaned_data.get("instructions", "")).replace("\r\n", "\n").strip()
+        return self._instructions_text(self.cleaned_data.get("instructions", ""))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -199,8 +203,18 @@ class PolicyForm(forms.ModelForm):
         super()._update_errors(errors)
 
     def changes(self) -> dict[str, Any]:
-        """Only the fields whose values differ, ready for services.policy_update."""
-        return {name: self.cleaned_data[name] for name in self.changed_data if name in Queue.EDITABLE_FIELDS}
+        """Only the fields whose values differ, ready for services.policy_update.
+        Django's changed_data compares the raw text, so instructions sent back
+        with CRLF line endings would count as changed: compared cleaned here."""
+        changes = {name: self.cleaned_data[name] for name in self.changed_data if name in Queue.EDITABLE_FIELDS}
+        if "instructions" in changes and changes["instructions"] == self._instructions_text(
+            self.initial.get("instructions")
+        ):
+            del changes["instructions"]
+        return changes
+
+
+MODEL_HELP = "article: fixed steps each minute; poisson: random arrivals and reviews"
 
 
 class WhatIfForm(forms.Form):
@@ -208,7 +222,8 @@ class WhatIfForm(forms.Form):
     simulation.Scenario so errors from Scenario.from_dict land on the right field."""
 
     name = forms.CharField(max_length=100, required=False, help_text="to tell runs apart when comparing")
-    model = forms.ChoiceField(choices=[("article", "article (fixed per-minute steps)"), ("poisson", "poisson")])
+    # Short choice words, so the select is not cut off in its grid column; the help says what each means.
+    model = forms.ChoiceField(choices=[("article", "article"), ("poisson", "poisson")], help_text=MODEL_HELP)
     production_per_min = forms.FloatField(min_value=0, max_value=10_000, label="Production rate (outputs/min)")
     review_per_min = forms.FloatField(min_value=0, max_value=10_000, label="Review rate (decisions/min, all reviewers)")
     reviewers = forms.IntegerField(min_value=1, max_value=1000)
@@ -354,7 +369,7 @@ class AddQueueWhatIfForm(forms.Form):
     )
     capacity = forms.IntegerField(min_value=1, max_value=1_000_000, initial=50, label="New queue's capacity (items)")
     model = forms.ChoiceField(
-        choices=[("poisson", "poisson"), ("article", "article (fixed per-minute steps)")], initial="poisson"
+        choices=[("poisson", "poisson"), ("article", "article")], initial="poisson", help_text=MODEL_HELP
     )
     hours = forms.IntegerField(
         min_value=1,
@@ -722,6 +737,12 @@ class RoutePreviewForm(forms.Form):
     task_kind = forms.CharField(required=False, max_length=20, label="Task kind")
     priority = forms.IntegerField(initial=0)
     task_id = forms.CharField(required=False, max_length=200, label="Task id")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Its ids apart from the add-a-rule form's on the same page (which has
+        # fields of the same names), so each label points into its own form.
+        kwargs.setdefault("auto_id", "preview_%s")
+        super().__init__(*args, **kwargs)
 
 
 def add_service_errors(form: forms.BaseForm, exc: ValidationError | InvalidInput) -> None:

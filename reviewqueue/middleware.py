@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from django.core.signals import got_request_exception
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
@@ -58,21 +60,57 @@ def when_database_lost(detail: str) -> Callable[[V], V]:
     return decorate
 
 
+# Set on a request whose database error escaped outside a view (the session
+# or user lookup in a middleware, the session saved on the way out), where
+# Django turns it into a 500 before any process_exception sees it.
+LOST_ATTR = "_reviewqueue_database_lost"
+# The 503 in place of such a 500 keeps the 500's other headers (security and
+# CSP, added by the inner middleware on its way out), never these.
+OWN_HEADERS = ("Content-Type", "Content-Length")
+
+
+def _note_database_lost(sender: object, request: HttpRequest | None = None, **kwargs: Any) -> None:
+    """Django's got_request_exception handler runs inside its except block,
+    so the exception being answered is sys.exc_info()'s."""
+    exception = sys.exc_info()[1]
+    if request is not None and isinstance(exception, (*DATABASE_ERRORS, DatabaseLost)):
+        setattr(request, LOST_ATTR, exception)
+
+
+got_request_exception.connect(_note_database_lost, dispatch_uid="reviewqueue-database-lost")
+
+
 class DatabaseUnavailableMiddleware:
     """A database that is unreachable or drops a connection mid-request answers
-    503 with Retry-After, never a 500 traceback. Nothing is half-written:
-    every service runs in one transaction, which the database rolls back when
-    the connection goes, so repeating the request is safe."""
+    503 with Retry-After, never a 500 traceback, whatever DEBUG says. Nothing
+    is half-written: every service runs in one transaction, which the database
+    rolls back when the connection goes, so repeating the request is safe.
+
+    Before the session and auth middleware, so it also sees the 500 Django made of a database
+    error raised in another middleware (the session and user lookups before
+    the view, the session save after it), and answers 503 in its place."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        response = self.get_response(request)
+        lost = getattr(request, LOST_ATTR, None)
+        if lost is None or response.status_code != 500:
+            return response
+        unavailable = self.answer(request, lost)
+        for header, value in response.items():
+            if header not in OWN_HEADERS and header not in unavailable:
+                unavailable[header] = value
+        return unavailable
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, (*DATABASE_ERRORS, DatabaseLost)):
             return None
+        return self.answer(request, exception)
+
+    @staticmethod
+    def answer(request: HttpRequest, exception: Exception) -> HttpResponse:
         cause = exception.__cause__ if isinstance(exception, DatabaseLost) else exception
         log.warning("database unavailable", extra={"path": request.path, "error": str(cause)[:200]})
         response = unavailable_response(request, detail=getattr(exception, "detail", ""))
@@ -88,5 +126,7 @@ def unavailable_response(request: HttpRequest, *, detail: str = "") -> HttpRespo
             {"error": "database_unavailable", "detail": "the database is unreachable; nothing was saved"},
             status=503,
         )
-    template = UNAVAILABLE_PARTIAL if getattr(request, "htmx", False) else UNAVAILABLE_PAGE
+    # The header, not request.htmx: the error may come before htmx's middleware ran.
+    htmx = request.headers.get("HX-Request") == "true"
+    template = UNAVAILABLE_PARTIAL if htmx else UNAVAILABLE_PAGE
     return HttpResponse(render_to_string(template, {"detail": detail}, request=None), status=503)

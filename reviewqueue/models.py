@@ -4,6 +4,7 @@ touch several rows (admit, claim, decide) live in the services package."""
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
 from django.conf import settings
@@ -265,6 +266,11 @@ class Queue(models.Model):
             min_steps=self.min_step_limit,
             max_steps=self.max_step_limit,
         )
+
+    def clean_fields(self, exclude: Collection[str] | None = None) -> None:
+        # The slug's rule is policy.check_slug's, said by clean(): SlugField's
+        # own validator would add a looser, contradicting message beside it.
+        super().clean_fields(exclude={*(exclude or ()), "slug"})
 
     def clean(self) -> None:
         errors: dict[str, str] = {}

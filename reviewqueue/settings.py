@@ -88,6 +88,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: the policy is on every answer, the 503 below included.
+    "csp.middleware.CSPMiddleware",
+    # Before the session and auth middleware: a lost database answers 503
+    # even when one of them meets it.
+    "reviewqueue.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -99,8 +104,6 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "csp.middleware.CSPMiddleware",
-    "reviewqueue.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "reviewqueue.urls"

@@ -9,7 +9,8 @@ first and never sees the first answer (the card shows the item, nothing
 else). Two answers in the same decision category (approve, which includes
 edit; reject; send back) settle the item; two that differ send it to a third
 reviewer; if the three still differ, only an operator settles it
-(``verdicts.settle``).
+(``verdicts.settle``). A small team with no reviewer left who has not
+answered sends it to the operators at once, rather than wait for nobody.
 Until then the item stays waiting: it keeps its place in the depth, no
 webhook is sent, and the tuner does not hear of it. The settled verdict is
 the answer of the reviewer who settled it (the second, or the third) and is
@@ -61,7 +62,7 @@ from django.db.models import Exists, Max, OuterRef, Q
 from django.utils import timezone
 
 from .. import policy
-from ..models import GoldItem, Judgement, Queue, ReasonLabel, ReviewerStanding, ReviewItem, Verdict
+from ..models import OPERATOR_ROUND, GoldItem, Judgement, Queue, ReasonLabel, ReviewerStanding, ReviewItem, Verdict
 from .errors import InvalidInput
 
 log = logging.getLogger("reviewqueue.services")
@@ -120,15 +121,16 @@ def wants_second_review(item: ReviewItem, reviewer: AbstractBaseUser, rate: floa
     return other_reviewers(reviewer).exists()
 
 
-def other_reviewers(reviewer: AbstractBaseUser) -> Any:
-    """Active users other than ``reviewer`` who hold the review permission,
-    through a group or directly, and are not paused. Superusers count only
-    if they hold it too: an administrator is not assumed to review."""
+def other_reviewers(reviewer: AbstractBaseUser, *also: Any) -> Any:
+    """Active users other than ``reviewer`` (and the user ids in ``also``)
+    who hold the review permission, through a group or directly, and are not
+    paused. Superusers count only if they hold it too: an administrator is
+    not assumed to review."""
     permission = Permission.objects.filter(codename="review", content_type__app_label="reviewqueue")
     return (
         get_user_model()
         .objects.filter(is_active=True)
-        .exclude(pk=reviewer.pk)
+        .exclude(pk__in=[reviewer.pk, *also])
         .filter(Q(user_permissions__in=permission) | Q(groups__permissions__in=permission))
         .exclude(standing__paused_at__isnull=False)
     )
@@ -162,6 +164,12 @@ def record_review(
         log.info("double review settled", extra={"item": item.pk, "how": how, "decision": agreed})
         return reviewer, answer, how
     item.review_round = len(decisions) + 1
+    answered = Judgement.objects.filter(item=item, kind=Judgement.Kind.REVIEW).values_list("reviewer_id", flat=True)
+    if item.review_round < OPERATOR_ROUND and not other_reviewers(reviewer, *answered).exists():
+        # A small team: nobody who has not answered could take the next
+        # round, so it goes to the operators now rather than wait for nobody.
+        item.review_round = OPERATOR_ROUND
+        log.info("double review escalated: no other reviewer", extra={"item": item.pk})
     item.status = ReviewItem.Status.PENDING
     item.lease_holder = None
     item.lease_expires_at = None

@@ -21,7 +21,7 @@ from ninja.security import HttpBearer
 from pydantic import field_validator
 
 from .. import quality, services, stats
-from ..middleware import RETRY_AFTER_SECONDS
+from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
 from ..tokens import token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
@@ -104,6 +104,17 @@ def on_invalid_input(request: HttpRequest, exc: services.InvalidInput) -> HttpRe
 @api.exception_handler(MissingScope)
 def on_missing_scope(request: HttpRequest, exc: MissingScope) -> HttpResponse:
     return api.create_response(request, missing_scope_body(*exc.scopes), status=403)
+
+
+def on_database_lost(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """ninja answers an error it has no handler for with its own 500 when DEBUG
+    is on, before the site's middleware could: a lost database is the JSON
+    503 with Retry-After here too, so a producer backs off either way."""
+    return DatabaseUnavailableMiddleware.answer(request, exc)
+
+
+for _error in DATABASE_ERRORS:
+    api.add_exception_handler(_error, on_database_lost)
 
 
 @api.exception_handler(AuthenticationError)

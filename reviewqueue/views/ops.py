@@ -39,7 +39,7 @@ from ..forms import (
     add_service_errors,
     scenario_initial,
 )
-from ..models import FilterRule, PolicyAudit, Queue, SimulationRun, Verdict
+from ..models import FilterRule, PolicyAudit, Queue, ReasonLabel, SimulationRun, Verdict
 from ..policy import FILTER_GATES
 from ..services.simulations import ADD_QUEUE_KIND, execute_simulation
 from ..tasks.ops import run_simulation
@@ -162,12 +162,14 @@ def dashboard_context(queue: Queue) -> dict[str, Any]:
 
 
 def rules_context(queue: Queue) -> dict[str, Any]:
-    counts = stats.label_counts(queue=queue)
+    # Labels counted at least once, in words (a count of 0 is left after an undo).
+    counts = {label: n for label, n in stats.label_counts(queue=queue).items() if n}
+    words = dict(ReasonLabel.choices)
     return {
         **scope_context(queue),
-        "label_counts": counts,
+        "label_counts": {words.get(label, label.replace("_", " ")): n for label, n in counts.items()},
         # Counted labels that no cheap mechanical gate can catch: said, not silently skipped.
-        "labels_without_gate": [label for label in counts if label not in FILTER_GATES],
+        "labels_without_gate": [words.get(label, label) for label in counts if label not in FILTER_GATES],
         "rules": FilterRule.objects.filter(queue=queue).select_related("decided_by").order_by("status", "-proposed_at"),
     }
 
@@ -525,6 +527,9 @@ class Compared:
     unit: str
     digits: int
     note: str
+    # Whether less is better. Less draft time is not: a queue spends less of
+    # it when it loses more items instead, so its change is shown uncoloured.
+    judged: bool = True
 
     @property
     def heading(self) -> str:
@@ -536,7 +541,14 @@ COMPARED_SHOWN = (
     Compared("lost", "Items lost", "per run", 1, "arrivals shed or refused, per simulated run"),
     Compared("mean_wait_min", "Mean wait", "min", 1, "from arrival to decision, of reviewed items"),
     Compared("p95_wait_min", "p95 wait", "min", 1, "95 % of reviewed items waited less"),
-    Compared("time_in_draft_min", "Draft mode", "min", 0, "time above the high watermark: loops ran once"),
+    Compared(
+        "time_in_draft_min",
+        "Draft mode",
+        "min",
+        0,
+        "time above the high watermark: loops ran once; neither better nor worse by itself",
+        judged=False,
+    ),
 )
 
 
@@ -569,6 +581,8 @@ def _added_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         for c in COMPARED_SHOWN:
             before, after = changes[c.key]
             change, tone = fmt_change(before, after, c.digits)
+            if not c.judged and tone != "muted":
+                tone = "unjudged"
             cells.append(
                 {
                     "label": c.heading,

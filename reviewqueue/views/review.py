@@ -80,6 +80,9 @@ class CardState:
     edited_output: str | None = None
     send_back_note: str = ""
     panel_error: str = ""
+    # Whether the reviewer is paused (claims serve them nothing); None: not
+    # yet known, asked when the card has no item.
+    paused: bool | None = None
 
 
 def _focus(request: HtmxHttpRequest) -> Queue | None:
@@ -161,8 +164,10 @@ def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> 
 def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 200) -> HttpResponse:
     """The card: the fragment (context panel and switcher out of band) for htmx, else the page."""
     item = state.item
+    paused = state.paused if state.paused is not None else item is None and services.is_paused(request.user)
     context: dict[str, object] = {
         "item": item,
+        "paused": paused,
         "notices": state.notices,
         "error": state.error,
         "note": state.note,
@@ -208,15 +213,9 @@ def _claim_next(request: HtmxHttpRequest, notices: list[Notice], *, just_skipped
         item = services.claim(reviewer=request.user, exclude=never, queue=focus)
         if item is not None:
             notices.append(Notice(f"Only items you skipped are left; here is #{item.pk} again."))
-    if item is None and services.is_paused(request.user):
-        notices.append(
-            Notice(
-                "You are paused from this queue: your recent answers on items with a known answer fell below "
-                "the accuracy the operators set. An operator can reinstate you.",
-                "error",
-            )
-        )
-    return CardState(item=item, notices=notices)
+    # A paused reviewer's card says so itself, instead of offering work.
+    paused = item is None and services.is_paused(request.user)
+    return CardState(item=item, notices=notices, paused=paused)
 
 
 def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.QueueError:
@@ -362,7 +361,7 @@ def queue(request: HtmxHttpRequest) -> HttpResponse:
 def next_item(request: HtmxHttpRequest) -> HttpResponse:
     """Claim the next item under a lease (or get back the one already held)."""
     state = _claim_next(request, [])
-    if state.item is None:
+    if state.item is None and not state.paused:
         state.notices.append(Notice("Nothing waits right now. This page will notice new items by itself."))
     return _after_post(request, state)
 
@@ -383,6 +382,10 @@ def decide(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
         return _invalid(request, item_id, "Choose Approve or Reject.", note, reason_label)
     approve = decision != Verdict.Decision.REJECT
     edited = request.POST.get("edited_output", "") if decision == Verdict.Decision.EDIT else ""
+    if decision == Verdict.Decision.EDIT and not edited.strip():
+        # An emptied editor is not a correction: approving would record the original.
+        empty = services.InvalidInput("edited_output", EMPTY_EDIT)
+        return _invalid_panel(request, item_id, CardState(item=None, panel="edit", edited_output=edited), empty)
     try:
         said = _record_verdict(
             request, item_id, approve=approve, reason_label=reason_label, note=note, edited_output=edited
@@ -534,6 +537,12 @@ def undo(request: HtmxHttpRequest) -> HttpResponse:
 # --- edit and approve, send back -----------------------------------------------------------
 
 
+EMPTY_EDIT = (
+    "The corrected output is empty: type the output to approve, or close the editor (Esc) and press a "
+    "to approve the original. Nothing was recorded."
+)
+
+
 def _invalid_panel(request: HtmxHttpRequest, item_id: int, state: CardState, exc: services.QueueError) -> HttpResponse:
     """The same item again with its editor or note field open, the error in
     it and what was typed kept; a notice instead if the item is gone."""
@@ -547,6 +556,8 @@ def _invalid_panel(request: HtmxHttpRequest, item_id: int, state: CardState, exc
 def _panel_error(exc: services.QueueError) -> str:
     if isinstance(exc, services.InvalidInput) and exc.field == "note":
         return "Sending back needs a note: say what the next try should change."
+    if isinstance(exc, services.InvalidInput) and exc.message.endswith(EMPTY_EDIT):
+        return EMPTY_EDIT
     if isinstance(exc, services.InvalidInput) and exc.field == "edited_output":
         return f"The corrected output is too long ({exc.message.split(': ', 1)[-1]}); nothing was recorded."
     return exc.message

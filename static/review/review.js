@@ -124,6 +124,15 @@
     else dialog.showModal();
   }
 
+  // Enter submits a verdict only when the card has focus (its title, the
+  // output being read, a reason) or nothing does; never from a link or button.
+  function enterIsVerdict(target) {
+    if (!target || target === document.body || target === document.documentElement) return true;
+    if (target.closest && target.closest("a[href], button, summary, select, [role=button], [role=link]")) return false;
+    var el = card();
+    return Boolean(el && el.contains(target));
+  }
+
   function isTyping(target) {
     if (!target || !target.tagName) return false;
     var tag = target.tagName.toLowerCase();
@@ -159,6 +168,8 @@
     }
     if (event.altKey || event.ctrlKey || event.metaKey) return; // leave browser shortcuts alone
     var key = event.key;
+    // A focused link or button does what it says: Enter follows or presses it.
+    if (key === "Enter" && !enterIsVerdict(event.target)) return;
     if (ACTION_KEYS.test(key) && !acceptsKey(key)) {
       event.preventDefault();
       ignoreKey(key);
@@ -168,7 +179,7 @@
     if (key === "Enter") {
       if (submitArmed()) {
         event.preventDefault();
-      } else if (document.getElementById("next-button") && !/^(button|a|input)$/i.test(event.target.tagName)) {
+      } else if (document.getElementById("next-button")) {
         event.preventDefault();
         clickIfPresent("next-button");
       }
@@ -224,6 +235,14 @@
     var error = panel.querySelector(".error");
     if (panel.id === "send-back-panel" && field && !field.value.trim()) {
       if (error) error.textContent = "Sending back needs a note: say what the next try should change.";
+      return;
+    }
+    if (panel.id === "edit-panel" && field && !field.value.trim()) {
+      if (error) {
+        error.textContent =
+          "The corrected output is empty: type the output to approve, or close the editor (Esc) and press a " +
+          "to approve the original. Nothing was recorded.";
+      }
       return;
     }
     var form = panel.querySelector("form");
@@ -332,6 +351,18 @@
     statusTimer = window.setTimeout(clearKeyStatus, STATUS_MS);
   }
 
+  // The notice of ignored keys sits in the verdict bar, above its buttons,
+  // so it covers nothing; outside the card (where no swap can remove it)
+  // while a card is being replaced or when there is no bar.
+  function dockKeyStatus(home) {
+    var el = document.getElementById("key-status");
+    var main = document.querySelector(".review-main");
+    var bar = home ? null : $("#card .action-bar");
+    if (!el || !main) return;
+    if (bar && el.parentNode !== bar) bar.insertBefore(el, bar.firstChild);
+    else if (!bar && el.parentNode !== main) main.insertBefore(el, main.firstChild);
+  }
+
   function clearKeyStatus() {
     ignoredKeys = [];
     if (statusTimer !== null) window.clearTimeout(statusTimer);
@@ -411,6 +442,7 @@
   var shownItem = null;
 
   function onCardSwapped() {
+    dockKeyStatus(false);
     startLeaseClock();
     restoreNote();
     restorePanels();
@@ -456,10 +488,21 @@
     return pathOf(xhr.responseURL) === pathOf(layout.getAttribute("data-login-url"));
   }
 
+  function unavailableText(html) {
+    var fallback = "The database is unavailable. Nothing was saved. Try again in a few seconds; repeating the action is safe.";
+    try {
+      var notice = new DOMParser().parseFromString(html || "", "text/html").querySelector(".notice");
+      return notice && notice.textContent.trim() ? "The database is unavailable. " + notice.textContent.trim() : fallback;
+    } catch (e) {
+      return fallback;
+    }
+  }
+
   function onBeforeSwap(event) {
     var layout = document.getElementById("review");
     var xhr = event.detail.xhr;
     if (!layout || !xhr) return;
+    if (event.detail.target && event.detail.target.id === "card") dockKeyStatus(true);
     // Rather than swapping the sign-in page into the card, go there for real
     // and come back to this page afterwards.
     if (landedOnLogin(xhr)) {
@@ -469,7 +512,10 @@
       window.location.assign(layout.getAttribute("data-login-url") + "?next=" + next);
       return;
     }
-    if (xhr.status >= 400 && !event.detail.shouldSwap) {
+    if (xhr.status === 503 && !event.detail.shouldSwap) {
+      // The database is away: say so and keep the card, so the same key works again.
+      showProblem(unavailableText(xhr.responseText));
+    } else if (xhr.status >= 400 && !event.detail.shouldSwap) {
       showProblem("The server refused that (" + xhr.status + "). Nothing was recorded; reload the page.");
     }
   }
@@ -536,6 +582,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     shownItem = itemId();
+    dockKeyStatus(false);
     startLeaseClock();
     restoreNote();
     restorePanels();

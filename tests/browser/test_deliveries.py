@@ -53,7 +53,8 @@ def rows(db: None) -> dict[str, Any]:
 
     def make(n: int, **fields: Any) -> WebhookDelivery:
         defaults: dict[str, Any] = {
-            "event_id": f"evt_{n:04d}",
+            # As the outbox makes them: evt_ and 32 hex digits, one unbroken word.
+            "event_id": f"evt_{n:032x}",
             "event_type": "item.decided",
             "url": SHORT_URL,
             "producer": "acme",

@@ -195,3 +195,37 @@ def test_an_operator_marks_a_decided_item_as_gold_from_its_page(
     found = page.evaluate(OVERFLOW)
     assert found["scroll"] <= found["client"], f"item page at {width}: {found}"
     page.screenshot(path=str(artifacts / f"item-gold-{width}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["debug-off", "debug-on"])
+def test_settle_with_no_choice_is_refused_in_place_and_the_page_stays(
+    new_context: Any,
+    live_server: Any,
+    login: Any,
+    quality_data: dict[str, Any],
+    console_errors: list[str],
+    settings: Any,
+    debug: bool,
+) -> None:
+    from reviewqueue.models import Verdict
+
+    settings.DEBUG = debug  # as in the demo: DEBUG must not change how a refusal shows
+    page = _open(new_context, login, "1280")
+    page.goto(f"{live_server.url}/ops/quality/")
+    item = quality_data["operator_item"]
+    block = page.locator(f"#disagreement-{item}")
+    block.get_by_role("button", name=f"Settle item #{item}").click()
+    expect(block.locator(".settle-decision .error")).to_be_visible()
+    # Still the whole page: its stylesheet, its navigation, the other sections.
+    expect(page.locator("link[rel=stylesheet]")).not_to_have_count(0)
+    expect(page.locator("#quality h1")).to_have_text("Review quality")
+    expect(page.locator("#gold")).to_be_visible()
+    assert page.url == f"{live_server.url}/ops/quality/"
+    assert page.evaluate("document.activeElement.tagName") != "BODY"
+    # The next try goes through htmx again and settles in place.
+    block.locator("input[value=approve]").check()
+    block.get_by_role("button", name=f"Settle item #{item}").click()
+    expect(block).to_contain_text("settled")
+    assert page.url == f"{live_server.url}/ops/quality/"
+    assert Verdict.objects.get(item_id=item).decision == "approve"
+    console_errors[:] = [e for e in console_errors if "status of 400" not in e]

@@ -102,10 +102,12 @@ def test_the_producer_sees_a_waiting_item_then_one_settled_verdict(
         None,
         None,
     )
-    post_verdict(client, ben, item_id, decision="approve")
-    assert producer_view(client, item_id, token)["awaiting"] == "tiebreak"
+    # A third reviewer exists before the disagreement, so it waits for one
+    # (with only two, it would go to the operators at once).
     carol = pair[0].__class__.objects.create_user("carol")
     carol.groups.add(*ann.groups.all())
+    post_verdict(client, ben, item_id, decision="approve")
+    assert producer_view(client, item_id, token)["awaiting"] == "tiebreak"
     post_verdict(client, carol, item_id, decision="approve", note="fine as it is")
     settled = producer_view(client, item_id, token)
     assert (settled["status"], settled["awaiting"], settled["verdict"]["decision"]) == ("approved", None, "approve")

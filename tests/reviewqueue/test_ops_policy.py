@@ -75,3 +75,16 @@ def test_it_writes_no_audit_when_nothing_changed(client: Client, operator: User)
     client.force_login(operator)
     assert client.post(reverse("ops:policy"), _form()).status_code == 302
     assert not PolicyAudit.objects.exists()
+
+
+def test_a_save_names_only_what_changed_not_the_instructions_a_browser_sent_back_as_crlf(
+    client: Client, operator: User
+) -> None:
+    client.force_login(operator)
+    as_a_browser_sends = Queue.current().instructions.replace("\n", "\r\n") + "\r\n"
+    response = client.post(reverse("ops:policy"), _form(instructions=as_a_browser_sends, capacity=80), follow=True)
+    said = [str(m) for m in response.context["messages"]]
+    assert said == ["Policy of default saved (capacity changed)."]
+    response = client.post(reverse("ops:policy"), _form(instructions=as_a_browser_sends), follow=True)
+    assert [str(m) for m in response.context["messages"]] == ["Policy of default saved (nothing changed)."]
+    assert list(PolicyAudit.objects.values_list("changes", flat=True)) == [{"capacity": [50, 80]}]

@@ -407,3 +407,24 @@ def test_a_second_answer_on_a_gold_copy_is_told_as_on_any_item(
     other = _already_decided(copy.pk, make_user("ray", "reviewer"), approve=True, reason_label="")
     assert other.text == f"Item #{copy.pk} was already decided (Rejected); your approval was not recorded."
     assert "gold" not in (mine.text + other.text).lower()
+
+
+def test_pages_with_debug_on_carry_no_script_that_swaps_a_refusal_over_the_whole_page(
+    ops_client: Client, settings: Any
+) -> None:
+    """django-htmx's debug script replaces the document with any 400 answer,
+    which is how a refused settle form wiped the page in the demo (DEBUG=1)."""
+    settings.DEBUG = True
+    body = ops_client.get(reverse("ops:quality")).content.decode()
+    assert "htmx-2.min.js" in body
+    assert "django-htmx.js" not in body
+
+
+def test_no_pair_yet_says_after_how_many_shared_items_one_appears(
+    ops_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = report(pairs=[], min_pair_overlap=10)
+    monkeypatch.setattr(quality_view.quality, "cached_quality_report", lambda: found)
+    body = ops_client.get(reverse("ops:quality")).content.decode()
+    no_pairs = body.split('id="no-pairs"')[1].split("</p>")[0]
+    assert "judged 10 of the same items" in no_pairs

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -636,3 +637,29 @@ def test_the_admin_edits_routing_rules_and_routing_follows(
     services.archive_queue(queue=a, user=None)
     choices = client.get("/admin/reviewqueue/routingrule/add/").context["adminform"].form.fields["queue"].queryset
     assert a not in choices and b in choices
+
+
+@pytest.mark.parametrize("slug", ["Team_A", "team_a", "Team A!", "9lives"])
+def test_a_bad_slug_gets_one_error_stating_our_rule(client: Client, operator: User, slug: str) -> None:
+    """Not Django's own slug message (letters, underscores allowed) beside ours."""
+    client.force_login(operator)
+    response = client.post(reverse("ops:queues"), {"slug": slug, "name": "Kept name", "capacity": "5"})
+    assert response.status_code == 400
+    errors = response.context["form"].errors["slug"]
+    assert len(errors) == 1, errors
+    assert "lowercase letters, digits and hyphens" in errors[0]
+    assert "underscores" not in response.content.decode()
+
+
+def test_the_routing_page_has_no_duplicate_id_and_each_label_points_into_its_own_form(
+    client: Client, operator: User
+) -> None:
+    client.force_login(operator)
+    body = client.get(reverse("ops:routing") + "?producer=ci-bot&task_kind=&priority=5&task_id=x").content.decode()
+    ids = re.findall(r'\bid="([^"]+)"', body)
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+    for form_id in ("add-route", "route-preview"):
+        form = re.search(rf'<form[^>]*id="{form_id}".*?</form>', body, re.DOTALL)
+        assert form is not None
+        for target in re.findall(r'<label[^>]*\bfor="([^"]+)"', form.group(0)):
+            assert f'id="{target}"' in form.group(0), (form_id, target)

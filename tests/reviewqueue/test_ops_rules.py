@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from reviewqueue import services
-from reviewqueue.models import FilterRule, LabelCount, ReviewItem
+from reviewqueue.models import FilterRule, LabelCount, ReasonLabel, ReviewItem
 from reviewqueue.policy import FILTER_GATES, proposed_filter_rules
 from reviewqueue.stats import gate_preview
 
@@ -141,3 +141,14 @@ def test_it_never_changes_a_rule_on_get(client: Client, operator: User) -> None:
     assert client.get(reverse("ops:rule_decide", args=[rule.pk, "enable"])).status_code == 405
     rule.refresh_from_db()
     assert rule.status == FilterRule.Status.PROPOSED
+
+
+def test_the_dashboard_names_labels_in_words_and_shows_no_zero_count(client: Client, operator: User) -> None:
+    LabelCount.objects.create(label="logic_error", count=5)
+    LabelCount.objects.create(label="format_issue", count=0)
+    client.force_login(operator)
+    body = client.get(reverse("ops:dashboard")).content.decode()
+    words = dict(ReasonLabel.choices)
+    assert f'<span class="badge">{words["logic_error"]}: 5</span>' in body
+    assert "logic_error" not in body.split('id="labels-without-gate"')[1].split("</p>")[0]
+    assert words["format_issue"] + ": 0" not in body and "format_issue: 0" not in body

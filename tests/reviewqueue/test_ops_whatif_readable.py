@@ -45,7 +45,7 @@ def test_it_reports_draft_and_shedding_time_apart(client: Client, operator: User
     assert r["time_in_draft_min"] == pytest.approx(r["mode_minutes"]["draft"])
     assert r["time_shedding_min"] == pytest.approx(r["mode_minutes"]["shedding"])
     assert r["minutes_with_loss"] > 0
-    assert "Time in draft mode" in body and "Time shedding at capacity" in body
+    assert "Time in draft mode" in body and "Time in shedding mode" in body
 
 
 def test_it_explains_losses_with_backpressure_off(client: Client, operator: User) -> None:
@@ -128,3 +128,49 @@ def test_it_says_an_unexpected_error_in_plain_words(operator: User, monkeypatch:
     run.refresh_from_db()
     assert "daemonic" not in run.error
     assert "unexpected error" in run.error
+
+
+def test_progress_counts_the_replications_asked_for_then_names_the_search(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    run, _ = _run(client, "B", target_overflow_pct="5")
+    assert run.params["replications"] and run.params["target_overflow_pct"] == 5
+    reps = run.params["replications"]
+    SimulationRun.objects.filter(pk=run.pk).update(status="running", progress_done=1, progress_total=reps + 1)
+    body = client.get(reverse("ops:whatif_result", args=[run.pk])).content.decode()
+    assert f"Replications done: 1 of {reps}, then the search" in body
+    SimulationRun.objects.filter(pk=run.pk).update(progress_done=reps)
+    body = client.get(reverse("ops:whatif_result", args=[run.pk])).content.decode()
+    assert f"All {reps} replications done; now searching" in body
+    assert f"of {reps + 1}" not in body
+
+
+def test_no_shedding_time_beside_losses_is_explained(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    run, _ = _run(client, "B", backpressure="on")
+    assert run.result["dropped"] > 0
+    SimulationRun.objects.filter(pk=run.pk).update(result={**run.result, "time_shedding_min": 0.0})
+    body = client.get(reverse("ops:whatif_result", args=[run.pk])).content.decode()
+    row = body.split(f'id="shedding-time-{run.pk}"')[1].split("</tr>")[0]
+    assert "Time in shedding mode" in row
+    assert "although items were lost" in row and "minutes with losses" in row
+
+
+def test_less_draft_time_is_not_coloured_as_better_when_adding_a_queue() -> None:
+    from reviewqueue.views.ops import COMPARED_SHOWN, _added_rows
+
+    figures = {c.key: [10.0, 12.0] for c in COMPARED_SHOWN}
+    figures["time_in_draft_min"] = [30.0, 5.0]
+    result = {"changes": {"a": figures}, "without": {"queues": {"a": {"production_per_min": 1.0}}}}
+    cells = {cell["label"]: cell for cell in _added_rows(result)[0]["cells"]}
+    assert cells["Draft mode (min)"]["tone"] == "unjudged"
+    assert cells["Items lost (per run)"]["tone"] == "worse"
+
+
+def test_the_model_choices_are_short_words_explained_beside_the_select(client: Client, operator: User) -> None:
+    """A long option ("article (fixed per-minute steps)") was cut off in its grid column at 1280 px."""
+    client.force_login(operator)
+    for url in (reverse("ops:whatif"), reverse("ops:queues_whatif")):
+        body = client.get(url).content.decode()
+        select = body.split('id="id_model"')[1].split("</select>")[0]
+        assert ">article</option>" in select and ">poisson</option>" in select, url
+        assert "article: fixed steps each minute" in body, url

@@ -94,6 +94,22 @@ def test_an_edit_over_the_limit_comes_back_in_its_editor_with_the_text_kept(
     assert _edit(rita, item, too_long).status_code == 400  # a plain form gets the honest status
 
 
+@pytest.mark.parametrize("emptied", ["", "  \r\n\t"])
+def test_an_emptied_edit_is_refused_in_its_editor_not_approved_as_the_original(
+    rita: Client, reviewer: User, admit_item: AdmitItem, emptied: str
+) -> None:
+    item = _hold(admit_item, reviewer)
+    response = _edit(rita, item, emptied, **HX)
+    body = response.content.decode()
+    assert response.status_code == 200 and not Verdict.objects.exists()
+    assert f'data-item="{item.pk}"' in body  # still the same item, still held
+    assert 'id="edit-panel" class="panel edit-panel" open' in body
+    assert "The corrected output is empty" in body
+    assert _edit(rita, item, emptied).status_code == 400  # a plain form gets the honest status
+    item.refresh_from_db()
+    assert item.status == ReviewItem.Status.CLAIMED
+
+
 def test_send_back_without_a_note_keeps_the_item_and_opens_the_note_field(
     rita: Client, reviewer: User, admit_item: AdmitItem
 ) -> None:

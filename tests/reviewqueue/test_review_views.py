@@ -574,3 +574,70 @@ def test_it_shows_the_reviewers_pace_and_recent_verdicts(
     assert f"#{items[-1].pk}" in body
     assert "median <strong>–</strong>" not in body
     assert "about <strong>120</strong> an hour at that pace" in body
+
+
+def _card(body: str) -> str:
+    return body.split('id="card"', 1)[1].split("</section>", 1)[0]
+
+
+def test_a_paused_reviewer_is_told_so_and_not_invited_to_start(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    from reviewqueue.models import ReviewerStanding
+
+    for _ in range(3):
+        admit_item()
+    now = timezone.now()
+    ReviewerStanding.objects.create(reviewer=reviewer, flagged_at=now, paused_at=now)
+
+    card = _card(rita_client.get(reverse("review:queue")).content.decode())
+    assert "You are paused" in card
+    assert "Start reviewing" not in card and "items waiting" not in card
+    assert 'hx-trigger="every 5s"' in card  # a reinstatement shows by itself
+
+    card = _card(rita_client.post(reverse("review:next"), HTTP_HX_REQUEST="true").content.decode())
+    assert "You are paused" in card
+    assert "Nothing waits right now" not in card
+    assert "Start reviewing" not in card and "items waiting" not in card
+
+
+def test_an_item_held_from_another_queue_is_named_as_such_under_the_queue_in_view(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    docs = services.create_queue(user=None, slug="docs", name="Open tasks")
+    docs.members.add(reviewer)
+    admit_item(queue="docs")
+    held = admit_item(queue="default").item
+    assert services.claim(reviewer=reviewer, queue=Queue.default()).pk == held.pk
+
+    body = rita_client.get(reverse("review:queue") + "?queue=docs").content.decode()
+    card = _card(body)
+    assert f'data-item="{held.pk}"' in card
+    assert f"Item #{held.pk} is from Default, not Open tasks" in card
+    # In its own queue, or in all queues, nothing needs saying.
+    for query in ("?queue=default", ""):
+        assert "is from Default" not in _card(rita_client.get(reverse("review:queue") + query).content.decode())
+
+
+def test_recent_verdicts_read_alike_and_a_pushed_output_without_attempts_says_so(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    for decision in ("approve", "reject", "edit"):
+        item = admit_item().item
+        assert services.claim(reviewer=reviewer).pk == item.pk
+        services.decide(
+            item_id=item.pk,
+            reviewer=reviewer,
+            approve=decision != "reject",
+            reason_label="logic_error" if decision == "reject" else "",
+            edited_output="fixed\n" if decision == "edit" else "",
+        )
+    pushed = admit_item(attempt_count=0).item
+    assert services.claim(reviewer=reviewer).pk == pushed.pk
+    body = rita_client.get(reverse("review:queue")).content.decode()
+    recent = body.split('class="recent"')[1].split("</ol>")[0]
+    for words in ("Approved</span>", "Rejected</span>", "Approved with edits</span>"):
+        assert words in recent
+    assert "Approve</span>" not in recent and "approved with edits" not in recent
+    cutoff = body.split('id="cutoff"')[1].split("</dl>")[0]
+    assert "0 attempts" not in cutoff and "not reported by its producer" in cutoff

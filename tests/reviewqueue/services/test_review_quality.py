@@ -424,3 +424,29 @@ def test_the_noise_aware_tuner_follows_a_reliable_reviewer(
     assert (change.previous, change.step_limit) == (5, 4)
     item = services.undo(reviewer=ann)  # the verdict that moved it: the limit moves back
     assert item.status == "claimed" and Queue.current().step_limit == 5
+
+
+def test_a_disagreement_no_third_reviewer_could_take_goes_to_the_operators_at_once(
+    admit_item: Callable[..., Any], small_queue: Callable[..., Any], make_user: Callable[..., Any]
+) -> None:
+    from reviewqueue.models import OPERATOR_ROUND
+
+    ann, ben = make_user("ann", "reviewer"), make_user("ben", "reviewer")
+    item_id = double_reviewed(admit_item, small_queue)
+    answer(ann, item_id, approve=True)
+    answer(ben, item_id, approve=False, label="logic_error")
+    item = ReviewItem.objects.get(pk=item_id)
+    assert (item.status, item.review_round) == ("pending", OPERATOR_ROUND)
+    assert services.claim(reviewer=ann) is None and services.claim(reviewer=ben) is None
+    assert not Verdict.objects.filter(item_id=item_id).exists()
+
+
+def test_a_disagreement_waits_for_a_third_reviewer_when_one_exists(
+    admit_item: Callable[..., Any], small_queue: Callable[..., Any], team: list[Any]
+) -> None:
+    ann, ben, cat = team
+    item_id = double_reviewed(admit_item, small_queue)
+    answer(ann, item_id, approve=True)
+    answer(ben, item_id, approve=False, label="logic_error")
+    assert ReviewItem.objects.get(pk=item_id).review_round == 3
+    assert services.claim(reviewer=cat).pk == item_id

@@ -176,3 +176,11 @@ def test_the_token_admin_refuses_a_webhook_host_not_allowed(client: Client, admi
     assert client.post(url, form).status_code == 302
     token.refresh_from_db()
     assert token.webhook_url == "https://hooks.example.com/rq"
+
+
+def test_a_delivery_names_its_item_as_everything_else_does(signed_in: Client, admit_item: Any) -> None:
+    item = admit_item().item
+    delivery(1, item=item)
+    body = signed_in.get(reverse("ops:deliveries")).content.decode()
+    assert f"item #{item.pk}" in body
+    assert f"item {item.pk}<" not in body
