@@ -43,8 +43,6 @@ log = logging.getLogger(__name__)
 # are never accepted for an ID token.
 ALLOWED_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
 DISCOVERY_SECONDS = 3600
-# A token naming an unknown key fetches the JWKS again, at most this often.
-JWKS_REFETCH_SECONDS = 5
 CLOCK_SKEW_SECONDS = 60
 BACKEND_PATH = "reviewqueue.oidc.ProviderBackend"
 
@@ -138,7 +136,9 @@ def signing_key(token: str) -> jwt.PyJWK:
 
     kept = _jwks.get(uri)
     match = find(kept[1]) if kept else None
-    if match is None and (kept is None or time.monotonic() - kept[0] >= JWKS_REFETCH_SECONDS):
+    # ID tokens come from the provider's token endpoint, never from the
+    # browser, so an unknown key is a rotation, worth a fetch each time.
+    if match is None:
         keys = _get_json(uri)
         _jwks[uri] = (time.monotonic(), keys)
         match = find(keys)
