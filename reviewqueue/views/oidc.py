@@ -110,7 +110,6 @@ authenticate_view = login_not_required(AuthenticateView.as_view())
 callback_view = login_not_required(CallbackView.as_view())
 
 
-@login_not_required
 @require_POST
 def logout_view(request: HttpRequest) -> HttpResponse:
     """Ends the local session and, for a session from the provider that has
