@@ -30,6 +30,7 @@ import jwt
 import requests
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY
+from django.contrib.auth.backends import ModelBackend
 from django.core.cache import cache
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -218,6 +219,11 @@ class ProviderBackend(OIDCAuthenticationBackend):
         if not enabled() or request is None or "nonce" not in kwargs:
             return None
         return super().authenticate(request, **kwargs)
+
+    def get_user(self, user_id: Any) -> Any:
+        # Django's check, not the library's: a user deactivated here is
+        # signed out at their next request, whatever the provider says.
+        return ModelBackend.get_user(self, user_id)
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
         return verify_id_token(token, nonce=kwargs.get("nonce"))

@@ -87,8 +87,7 @@ class CallbackView(OIDCAuthenticationCallbackView):
             return super().get(request)
         except SuspiciousOperation as exc:
             log.warning("oidc answer refused", extra={"reason": str(exc)[:300]})
-            if request.user.is_authenticated:  # a refused re-check ends the session
-                auth.logout(request)
+            auth.logout(request)  # a refused answer (a re-check's too) ends any session
             return sign_in_problem(request, "The identity provider's answer was refused. Sign in again.", 400)
         except (oidc.ProviderUnavailable, requests.RequestException) as exc:
             log.error("oidc provider unavailable", extra={"error": str(exc)[:300]})
@@ -96,6 +95,7 @@ class CallbackView(OIDCAuthenticationCallbackView):
 
     def login_failure(self) -> HttpResponse:
         request = self.request
+        auth.logout(request)  # a failed sign-in or re-check leaves no session behind
         refused = getattr(request, "oidc_refused", None)
         if request.GET.get("error"):  # the provider said no (a silent re-check of an ended session, say)
             return sign_in_problem(request, f"You are signed out. Sign in with {settings.OIDC_PROVIDER_NAME}.", 401)

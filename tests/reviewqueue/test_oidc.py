@@ -343,6 +343,14 @@ def test_a_silent_recheck_the_provider_refuses_signs_out(oidc_on: ScriptedProvid
     assert response.status_code == 401 and not signed_in(client)
 
 
+def test_a_user_deactivated_here_is_signed_out_and_kept_out(oidc_on: ScriptedProvider, client: Client) -> None:
+    sign_in(client, oidc_on)
+    User.objects.filter(provider_identities__isnull=False).update(is_active=False)
+    assert client.get("/review/").status_code == 302  # to the sign-in page: the session's user is gone
+    response = sign_in(client, oidc_on, code="code-2")
+    assert response.status_code == 403 and b"deactivated" in response.content and not signed_in(client)
+
+
 def test_a_password_session_is_not_rechecked(oidc_on: ScriptedProvider, client: Client, reviewer: Any) -> None:
     client.force_login(reviewer, backend="django.contrib.auth.backends.ModelBackend")
     assert client.get("/review/").status_code == 200
