@@ -212,3 +212,36 @@ def test_the_break_glass_page(page: Any, site: str, idp: RunningProvider, artifa
     assert page.locator("#oidc-sign-in").count() == 0
     assert_csp_clean(page)
     shoot(page, artifacts, "break-glass")
+
+
+@pytest.mark.parametrize("oidc_only", [False], ids=["passwords-too"], indirect=True)
+def test_a_refused_answer_shows_the_sign_in_page_with_the_reason(
+    page: Any, site: str, idp: RunningProvider, artifacts: Path, console_errors: list[str]
+) -> None:
+    watch_csp(page)
+    response = page.goto(f"{site}/oidc/callback/?code=forged&state=forged")
+    assert response.status == 403
+    assert "failed" in page.locator("p.error[role=alert]").inner_text()
+    assert page.locator("#oidc-sign-in").count() == 1
+    assert_csp_clean(page)
+    shoot(page, artifacts, "refused")
+    console_errors[:] = [e for e in console_errors if "status of 403" not in e]
+
+
+@pytest.mark.parametrize("oidc_only", [True], ids=["oidc-only"], indirect=True)
+def test_an_operator_names_provider_groups_on_a_queue(
+    page: Any, site: str, idp: RunningProvider, artifacts: Path
+) -> None:
+    from reviewqueue.models import Queue
+
+    queue = Queue.objects.create(slug="team-a-work", name="Team A")
+    watch_csp(page)
+    sign_in(page, site, idp, "olga")
+    page.goto(f"{site}/ops/queues/{queue.slug}/")
+    page.fill("#id_provider_groups", "team-a, reviewers")
+    page.click("#members-form button[type=submit]")
+    page.wait_for_load_state("networkidle")
+    assert page.locator("#id_provider_groups").input_value() == "reviewers, team-a"
+    assert set(queue.member_groups.values_list("name", flat=True)) == {"idp:team-a", "idp:reviewers"}
+    assert_csp_clean(page)
+    shoot(page, artifacts, "queue-provider-groups")
