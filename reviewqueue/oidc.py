@@ -154,8 +154,8 @@ def verify_id_token(token: str, *, nonce: str | None) -> dict[str, Any]:
     once: a replayed token is refused even within its lifetime."""
     if not token:
         raise SuspiciousOperation("the provider sent no ID token")
-    key = signing_key(token)
     try:
+        key = signing_key(token)
         claims = jwt.decode(
             token,
             key,

@@ -252,6 +252,12 @@ def test_an_unsigned_or_hmac_token_is_refused(oidc_on: ScriptedProvider, client:
     refused(sign_in(client, oidc_on), client)
 
 
+@pytest.mark.parametrize("token", ["", "not-a-jwt", "a.b.c"], ids=["missing", "garbage", "three-dots"])
+def test_a_malformed_id_token_is_refused(oidc_on: ScriptedProvider, client: Client, token: str) -> None:
+    oidc_on.id_token = lambda nonce: token
+    refused(sign_in(client, oidc_on), client)
+
+
 def test_a_state_that_does_not_match_is_refused(oidc_on: ScriptedProvider, client: Client) -> None:
     query = start(client, oidc_on)
     refused(finish(client, query, state="not-the-state-we-sent"), client)
