@@ -29,7 +29,7 @@ from urllib.parse import urlencode
 import jwt
 import requests
 from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY
+from django.contrib.auth import BACKEND_SESSION_KEY, get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.core.cache import cache
 from django.core.exceptions import SuspiciousOperation
@@ -37,6 +37,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+
+from .services import identity
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +188,6 @@ class ProviderBackend(OIDCAuthenticationBackend):
     ``get_user``), so its constructor reads nothing and fetches nothing."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from django.contrib.auth import get_user_model
-
         self.UserModel = get_user_model()
         self.OIDC_RP_SIGN_ALGO = "RS256"  # read only by the library's own (replaced) checks
         self.OIDC_RP_IDP_SIGN_KEY = None
@@ -250,8 +250,6 @@ class ProviderBackend(OIDCAuthenticationBackend):
         return claims
 
     def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Any:
-        from .services import identity
-
         claims = self.get_userinfo(access_token, id_token, payload)
         groups = identity.groups_from_claim(claims.get(settings.OIDC_GROUPS_CLAIM))
         try:
