@@ -72,7 +72,13 @@ class LoginView(auth_views.LoginView):
             return render(
                 request,
                 self.template_name,
-                {"form": form, "rate_limited": True, **sign_in_context(request), "password_form": True},
+                {
+                    "form": form,
+                    "rate_limited": True,
+                    **sign_in_context(request),
+                    "password_form": True,
+                    "break_glass": self.break_glass,
+                },
                 status=429,
             )
         if oidc.only() and not self.break_glass:
@@ -81,9 +87,11 @@ class LoginView(auth_views.LoginView):
 
     def form_valid(self, form: AuthenticationForm) -> HttpResponse:
         # Break-glass is for superusers alone; everyone else has the provider.
+        # Refused with the wrong password's answer, so the page tells no one
+        # whether a non-superuser's password was right.
         if self.break_glass and not form.get_user().is_superuser:
-            form.add_error(None, "Only a superuser may sign in here.")
-            return self.render_to_response(self.get_context_data(form=form), status=403)
+            form.add_error(None, "not a superuser")
+            return self.form_invalid(form)
         return super().form_valid(form)
 
 

@@ -416,9 +416,11 @@ def test_oidc_only_takes_no_password_but_keeps_break_glass(
     assert not signed_in(client)
     glass = client.get("/login/password/")
     assert glass.status_code == 200 and b'name="password"' in glass.content
-    # Only a superuser gets in there.
-    refused_reviewer = client.post("/login/password/", {"username": "rita", "password": "pw-for-tests-1"})
-    assert refused_reviewer.status_code == 403 and not signed_in(client)
+    # Only a superuser gets in there, and a reviewer's right password gets the wrong one's answer.
+    right = client.post("/login/password/", {"username": "rita", "password": "pw-for-tests-1"})
+    wrong = client.post("/login/password/", {"username": "rita", "password": "not-it"})
+    assert right.status_code == wrong.status_code == 200 and not signed_in(client)
+    assert right.content.split(b'role="alert">')[1][:60] == wrong.content.split(b'role="alert">')[1][:60]
     django_user_model.objects.create_superuser("root", password="pw-for-tests-1")
     assert client.post("/login/password/", {"username": "root", "password": "pw-for-tests-1"}).status_code == 302
     assert signed_in(client)
