@@ -175,7 +175,12 @@ def verify_id_token(token: str, *, nonce: str | None) -> dict[str, Any]:
     if not nonce or claims.get("nonce") != nonce:
         raise SuspiciousOperation("ID token nonce does not match this sign-in")
     used = f"reviewqueue:oidc:nonce:{hashlib.sha256(nonce.encode()).hexdigest()}"
-    if not cache.add(used, 1, timeout=max(int(claims["exp"] - time.time()) + CLOCK_SKEW_SECONDS, 60)):
+    try:
+        fresh = cache.add(used, 1, timeout=max(int(claims["exp"] - time.time()) + CLOCK_SKEW_SECONDS, 60))
+    except Exception:  # noqa: BLE001 - the session's one-use state already bound this nonce
+        log.warning("oidc nonce not recorded: cache unavailable")
+        fresh = True
+    if not fresh:
         raise SuspiciousOperation("ID token nonce was already used")
     return claims
 

@@ -200,6 +200,16 @@ def test_a_rotated_key_is_fetched_again(oidc_on: ScriptedProvider, client: Clien
     assert oidc_on.jwks_fetches == 2
 
 
+def test_sign_in_works_while_the_cache_is_down(oidc_on: ScriptedProvider, client: Client, settings: Any) -> None:
+    # Nothing listens on port 1: every cache call fails, as with Redis gone.
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:1/0"}
+    }
+    settings.SESSION_ENGINE = "django.contrib.sessions.backends.db"
+    response = sign_in(client, oidc_on)
+    assert response.status_code == 302 and signed_in(client)
+
+
 def test_an_off_site_next_is_ignored(oidc_on: ScriptedProvider, client: Client) -> None:
     query = start(client, oidc_on, path="/oidc/authenticate/?next=https://evil.example/steal")
     assert finish(client, query)["Location"] == "/"
