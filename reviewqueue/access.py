@@ -144,6 +144,8 @@ OPERATOR_READS = (
     "golditem",
     "judgement",
     "reviewerstanding",
+    # Role changes the identity provider's groups made (services.identity).
+    "roleaudit",
 )
 # The models an operator also changes in the admin. A queue's save goes
 # through services.create_queue / policy_update, which validate and audit like

@@ -348,3 +348,19 @@ class ReviewerStandingAdmin(ReadOnlyAdmin):
 class SimulationRunAdmin(admin.ModelAdmin):
     list_display = ("id", "queue", "name", "status", "progress_done", "progress_total", "created_by", "created_at")
     list_filter = ("queue", "status")
+
+
+@admin.register(models.ProviderIdentity)
+class ProviderIdentityAdmin(admin.ModelAdmin):
+    """Superusers link an existing account to its provider subject here
+    (sign-in never links by email)."""
+
+    list_display = ("user", "issuer", "subject", "last_sign_in_at")
+    search_fields = ("user__username", "subject")
+    readonly_fields = ("groups", "last_sign_in_at", "created_at")
+
+
+@admin.register(models.RoleAudit)
+class RoleAuditAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "user", "source", "__str__")
+    list_filter = ("source",)

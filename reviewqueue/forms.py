@@ -12,9 +12,10 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import QuerySet
 
-from . import export
+from . import export, oidc
 from .models import GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
 from .services.errors import InvalidInput
+from .services.identity import PROVIDER_GROUP_PREFIX
 from .services.simulations import ADD_QUEUE_KIND
 from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
 
@@ -681,18 +682,37 @@ class QueueMembersForm(forms.Form):
         help_text="every reviewer in a ticked group reviews this queue",
     )
 
+    provider_groups = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Provider groups",
+        help_text="comma-separated group names at the identity provider; their members review this queue",
+    )
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Evaluated per form, not at import: users and groups change.
         self.fields["members"].queryset = reviewer_users()  # type: ignore[attr-defined]
-        self.fields["member_groups"].queryset = Group.objects.order_by("name")  # type: ignore[attr-defined]
+        groups = Group.objects.order_by("name")
+        if oidc.enabled():  # provider groups are named in their own field
+            groups = groups.exclude(name__startswith=PROVIDER_GROUP_PREFIX)
+        else:
+            del self.fields["provider_groups"]
+        self.fields["member_groups"].queryset = groups  # type: ignore[attr-defined]
+
+    def clean_provider_groups(self) -> list[str]:
+        return sorted({n.strip() for n in self.cleaned_data.get("provider_groups", "").split(",") if n.strip()})
 
     @staticmethod
     def initial_for(queue: Queue) -> dict[str, Any]:
+        groups = list(queue.member_groups.all())
         return {
             "open_to_all": queue.open_to_all,
             "members": list(queue.members.all()),
-            "member_groups": list(queue.member_groups.all()),
+            "member_groups": groups,
+            "provider_groups": ", ".join(
+                g.name.removeprefix(PROVIDER_GROUP_PREFIX) for g in groups if g.name.startswith(PROVIDER_GROUP_PREFIX)
+            ),
         }
 
 

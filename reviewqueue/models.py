@@ -1000,3 +1000,38 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.event_id} ({self.status})"
+
+
+class ProviderIdentity(models.Model):
+    """A user's account at the OpenID Connect provider: the provider's stable
+    subject (``sub``) under its issuer. Sign-in finds the user by this pair,
+    never by email, which a provider lets people change and reuse."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="provider_identities")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255, help_text="the provider's sub claim")
+    created_at = models.DateTimeField(default=timezone.now)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+    groups = models.JSONField(default=list, blank=True, help_text="the groups claim at the last sign-in")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="one_user_per_provider_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
+class RoleAudit(models.Model):
+    """Role and group changes that came from the identity provider's groups
+    claim at a sign-in: whose, when, and each role's before -> after."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="role_audits")
+    source = models.CharField(max_length=255, help_text="the provider's issuer")
+    changes = models.JSONField(help_text='{"reviewer": [before, after], "groups": [[...], [...]]}')
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        verbose_name_plural = "role audit log"
+
+    def __str__(self) -> str:
+        return ", ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in self.changes.items())

@@ -101,6 +101,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Every page needs a login unless its view says otherwise (login, API, metrics).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    # Sessions from the identity provider are re-checked with it now and then (a no-op without OIDC_ISSUER).
+    "reviewqueue.oidc.RecheckMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -232,6 +234,32 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": ["'none'"],
     }
 }
+
+# Sign-in with the team's OpenID Connect provider (docs/SECURITY.md). Without
+# OIDC_ISSUER none of it is on. Endpoints come from the issuer's discovery
+# document, fetched on first use, so start-up never waits for the provider.
+OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "").strip().rstrip("/")
+OIDC_RP_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "")
+OIDC_RP_SCOPES = os.environ.get("OIDC_SCOPES", "") or "openid email profile"
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "") or "groups"
+OIDC_REVIEWER_GROUPS = envlist("OIDC_REVIEWER_GROUPS", "")
+OIDC_OPERATOR_GROUPS = envlist("OIDC_OPERATOR_GROUPS", "")
+OIDC_PROVIDER_NAME = os.environ.get("OIDC_PROVIDER_NAME", "") or "your identity provider"
+OIDC_ONLY = envbool("OIDC_ONLY", False)
+# A provider session is checked with the provider again after this long.
+OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = envint("OIDC_RECHECK_SECONDS", 3600)
+OIDC_USE_PKCE = True
+OIDC_STORE_ID_TOKEN = True  # the hint sent with sign-out at the provider
+OIDC_TIMEOUT = 10
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_callback"
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "reviewqueue.oidc.ProviderBackend"]
+if OIDC_ISSUER:
+    # The sign-out form's redirect to the provider is a form action too.
+    from urllib.parse import urlsplit
+
+    _issuer = urlsplit(OIDC_ISSUER)
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(f"{_issuer.scheme}://{_issuer.netloc}")
 
 # Login attempts per client address (django-ratelimit syntax).
 LOGIN_RATE_LIMIT = os.environ.get("LOGIN_RATE_LIMIT", "10/m")

@@ -5,10 +5,9 @@ redirects and tests reverse, so a path can change here without touching them.
 """
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .views import api, auth, deliveries, metrics, ops, quality, queues, review
+from .views import api, auth, deliveries, metrics, oidc, ops, quality, queues, review
 
 review_urls = (
     [
@@ -65,7 +64,12 @@ api_urls = (api.guarded(api.api.urls[0]), "api")
 urlpatterns = [
     path("", auth.home, name="home"),
     path("login/", auth.login_view, name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # With OIDC_ONLY, the superusers' break-glass sign-in (throttled like the others).
+    path("login/password/", auth.break_glass_login_view, name="login_password"),
+    path("logout/", oidc.logout_view, name="logout"),
+    # The identity provider's sign-in (404 while no OIDC_ISSUER is set).
+    path("oidc/authenticate/", oidc.authenticate_view, name="oidc_authenticate"),
+    path("oidc/callback/", oidc.callback_view, name="oidc_callback"),
     path("health/", auth.health, name="health"),
     # Outside the review namespace: operators may read an item too, which
     # every other review URL refuses them.

@@ -10,20 +10,24 @@ from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
-from django.core.exceptions import ValidationError
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DatabaseError, connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 from django_ratelimit.core import is_ratelimited
 from redis.exceptions import RedisError
 
+from .. import oidc
 from ..access import is_operator, is_reviewer
 
 log = logging.getLogger(__name__)
 
 
-def login_rate_limited(request: HttpRequest) -> bool:
+def login_rate_limited(request: HttpRequest, *, group: str = "login", method: Any = "POST") -> bool:
     """Count this sign-in attempt against the client address's limit.
 
     The counter lives in the shared cache (Redis at scale, the database on the
@@ -34,7 +38,7 @@ def login_rate_limited(request: HttpRequest) -> bool:
     """
     try:
         return is_ratelimited(
-            request, group="login", key="ip", rate=settings.LOGIN_RATE_LIMIT, method="POST", increment=True
+            request, group=group, key="ip", rate=settings.LOGIN_RATE_LIMIT, method=method, increment=True
         )
     except (RedisError, OSError, DatabaseError) as exc:
         log.warning("login rate limit skipped: cache unavailable", extra={"error": str(exc)[:200]})
@@ -43,9 +47,24 @@ def login_rate_limited(request: HttpRequest) -> bool:
 
 class LoginView(auth_views.LoginView):
     """Django's login view; past the rate limit a POST is refused with 429
-    before the password is even checked."""
+    before the password is even checked. With an identity provider set up it
+    offers "Sign in with ...", and with ``OIDC_ONLY`` it takes no password
+    (the break-glass page does, for superusers)."""
 
     redirect_authenticated_user = True
+    break_glass = False
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context.update(sign_in_context(self.request))
+        context["break_glass"] = self.break_glass
+        context["password_form"] = self.break_glass or not oidc.only()
+        return context
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if self.break_glass and not oidc.only():
+            raise Http404("the password sign-in is the ordinary one")
+        return super().dispatch(request, *args, **kwargs)
 
     def post(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
         if login_rate_limited(request):
@@ -53,13 +72,42 @@ class LoginView(auth_views.LoginView):
             return render(
                 request,
                 self.template_name,
-                {"form": form, "rate_limited": True},
+                {
+                    "form": form,
+                    "rate_limited": True,
+                    **sign_in_context(request),
+                    "password_form": True,
+                    "break_glass": self.break_glass,
+                },
                 status=429,
             )
+        if oidc.only() and not self.break_glass:
+            return HttpResponseForbidden("Passwords are off here: sign in with the identity provider.")
         return super().post(request, *args, **kwargs)
+
+    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
+        # Break-glass is for superusers alone; everyone else has the provider.
+        # Refused with the wrong password's answer, so the page tells no one
+        # whether a non-superuser's password was right.
+        if self.break_glass and not form.get_user().is_superuser:
+            form.add_error(None, "not a superuser")
+            return self.form_invalid(form)
+        return super().form_valid(form)
+
+
+def sign_in_context(request: HttpRequest) -> dict[str, Any]:
+    """What the sign-in page needs to offer the identity provider."""
+    if not oidc.enabled():
+        return {"oidc": False}
+    return {
+        "oidc": True,
+        "oidc_provider_name": settings.OIDC_PROVIDER_NAME,
+        "oidc_next": oidc.safe_next(request, request.GET.get("next")) or "",
+    }
 
 
 login_view = login_not_required(LoginView.as_view())
+break_glass_login_view = login_not_required(LoginView.as_view(break_glass=True))
 
 TOO_MANY_ATTEMPTS = "Too many sign-in attempts from your address. Wait a minute and try again."
 
@@ -79,6 +127,12 @@ class RateLimitedAdminAuthenticationForm(AdminAuthenticationForm):
 def admin_login(request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
     """The admin's login view (its form is RateLimitedAdminAuthenticationForm,
     set in admin.py), answering 429 to a refused attempt as the site's does."""
+    if oidc.only():  # the admin takes no password either; signed-in staff reach it
+        if request.user.is_authenticated:
+            if request.user.is_staff:
+                return redirect("admin:index")
+            raise PermissionDenied
+        return redirect_to_login(oidc.safe_next(request, request.GET.get("next")) or reverse("admin:index"))
     response = admin.site.login(request, extra_context)
     if getattr(request, "login_rate_limited", False):
         response.status_code = 429
@@ -91,7 +145,12 @@ def home(request: HttpRequest) -> HttpResponse:
         return redirect("review:queue")
     if is_operator(request.user):
         return redirect("ops:dashboard")
-    return render(request, "no_role.html", status=403)
+    return render(
+        request,
+        "no_role.html",
+        {"oidc_provider_name": settings.OIDC_PROVIDER_NAME if oidc.enabled() else ""},
+        status=403,
+    )
 
 
 @login_not_required

@@ -32,7 +32,7 @@ from .. import policy, services, stats
 from ..access import operator_required
 from ..forms import QueueCreateForm, QueueMembersForm, RoutePreviewForm, RoutingRuleForm, add_service_errors
 from ..models import DEFAULT_QUEUE, Queue, RoutingRule
-from ..services import routing
+from ..services import identity, routing
 
 V = TypeVar("V", bound=Callable[..., HttpResponse])
 
@@ -227,7 +227,7 @@ def queue_detail(request: HttpRequest, slug: str) -> HttpResponse:
                 user=request.user,
                 open_to_all=data["open_to_all"],
                 members=data["members"],
-                groups=data["member_groups"],
+                groups=[*data["member_groups"], *identity.provider_groups(data.get("provider_groups", []))],
             )
             messages.success(request, f"Reviewers of {queue.slug} saved ({', '.join(diff) or 'nothing'} changed).")
             return redirect("ops:queue", slug=queue.slug)

@@ -25,6 +25,12 @@ PUBLIC = {
     "health": "load-balancer liveness; says only that the database answers",
     "api:openapi-json": "the API contract; describes endpoints, holds no data",
 }
+# Public sign-in pages that answer 404 until configured (tests/reviewqueue/test_oidc.py walks them on).
+OFF_UNLESS_CONFIGURED = {
+    "login_password": "the break-glass sign-in form (OIDC_ONLY), rate-limited",
+    "oidc_authenticate": "starts the identity provider's sign-in (OIDC_ISSUER)",
+    "oidc_callback": "the identity provider's answer to a sign-in (OIDC_ISSUER), rate-limited",
+}
 # django-ninja's mount point: always 404 (it exists only so ninja can reverse its own paths).
 ALWAYS_404 = {"api:api-root"}
 # Signing out is open to anyone signed in, whatever their role.
@@ -73,7 +79,9 @@ def _in(namespace: str) -> list[Route]:
     return [r for r in ROUTES if r.namespace == namespace]
 
 
-PROTECTED = [r for r in ROUTES if r.name not in PUBLIC and r.name not in ALWAYS_404]
+PROTECTED = [
+    r for r in ROUTES if r.name not in PUBLIC and r.name not in ALWAYS_404 and r.name not in OFF_UNLESS_CONFIGURED
+]
 
 
 @pytest.fixture
@@ -142,6 +150,13 @@ def test_it_refuses_every_protected_url_to_an_anonymous_visitor(
 def test_it_serves_the_public_endpoints_without_a_session(client: Client, db: None, name: str) -> None:
     route = next(r for r in ROUTES if r.name == name)
     assert client.get(route.url({})).status_code == 200
+
+
+def test_the_provider_sign_in_pages_answer_404_until_configured(client: Client, db: None, settings: Any) -> None:
+    settings.OIDC_ISSUER = ""
+    for name in OFF_UNLESS_CONFIGURED:
+        route = next(r for r in ROUTES if r.name == name)
+        assert client.get(route.url({})).status_code == 404, name
 
 
 def test_the_ninja_mount_point_answers_404(client: Client, db: None) -> None:
