@@ -74,6 +74,11 @@ class PolicyForm(forms.ModelForm):
             "gold_min_answers": "Gold: answers before a flag",
             "gold_pause": "Pause flagged reviewers",
             "tuner_rule": "Tuner rule",
+            "sla_minutes": "SLA: minutes to verdict",
+            "age_high_minutes": "Age watermark: high (minutes)",
+            "age_low_minutes": "Age watermark: low (minutes)",
+            "sla_risk_minutes": "Alert: SLA at risk within (minutes)",
+            "alert_age_minutes": "Alert: oldest item older than (minutes)",
         }
         help_texts: ClassVar[dict[str, str]] = {
             "instructions": "Shown on the review page and in its ? help. Markdown: **bold**, *italic*, lists, "
@@ -106,6 +111,15 @@ class PolicyForm(forms.ModelForm):
             "quality page.",
             "tuner_rule": "Plain counts every verdict alike. Noise-aware weighs each verdict by its reviewer's "
             "estimated reliability, from gold answers and double reviews.",
+            "sla_minutes": "The target time from admission to verdict, 1 minute or more. The dashboard shows the share "
+            "of items decided within it.",
+            "age_high_minutes": "Optional. When the oldest waiting item is older than this, new loops run in draft "
+            "mode even below the high watermark. Give both age marks, or neither.",
+            "age_low_minutes": "Optional, below the high age mark. Normal flow resumes only when the oldest waiting "
+            "item is younger than this and the depth is below the low watermark.",
+            "sla_risk_minutes": "An 'SLA at risk' alert goes out when, at the live pace, an item is forecast to pass "
+            "the SLA within this many minutes.",
+            "alert_age_minutes": "Optional. An alert goes out when the oldest waiting item is older than this.",
         }
         widgets: ClassVar[dict[str, Any]] = {"instructions": forms.Textarea(attrs={"rows": 8})}
 
@@ -187,7 +201,28 @@ class PolicyForm(forms.ModelForm):
                 errors[name] = message
         if has("gold_min_answers") and data["gold_min_answers"] < 1:
             errors["gold_min_answers"] = "A flag needs at least 1 gold answer."
+        if has("sla_minutes") and data["sla_minutes"] < 1:
+            errors["sla_minutes"] = "The SLA must be at least 1 minute."
+        errors.update(PolicyForm.age_errors(data))
+        if has("alert_age_minutes") and not data["alert_age_minutes"] > 0:
+            errors["alert_age_minutes"] = "The age limit must be above 0 minutes, or left blank."
         return errors
+
+    @staticmethod
+    def age_errors(data: dict[str, Any]) -> dict[str, str]:
+        """The age watermark's rules: both marks or neither, 0 <= low < high."""
+        high, low = data.get("age_high_minutes"), data.get("age_low_minutes")
+        if high is None and low is None:
+            return {}
+        if high is None:
+            return {"age_high_minutes": "Give the high age mark too, or clear the low one."}
+        if low is None:
+            return {"age_low_minutes": "Give the low age mark too, or clear the high one."}
+        if not high > 0:
+            return {"age_high_minutes": "The high age mark must be above 0 minutes."}
+        if not 0 <= low < high:
+            return {"age_low_minutes": f"The low age mark must be from 0 to below the high one ({high:g})."}
+        return {}
 
     def _update_errors(self, errors: ValidationError) -> None:
         # The model's clean() states the same rules in its own terms, and a

@@ -35,6 +35,21 @@ def queue_depth(queue: Queue | int | None = None) -> int:
     return ReviewItem.objects.filter(queue_id=pk, status__in=ReviewItem.WAITING).count()
 
 
+def oldest_waiting_minutes(queue: Queue, now: datetime) -> float | None:
+    """Minutes the queue's oldest waiting item has waited, for the age
+    watermark; None when nothing waits or the queue has no age watermark
+    (then nothing is read). One probe of ``queue_waiting_by_age``."""
+    if queue.age_high_minutes is None:
+        return None
+    oldest = (
+        ReviewItem.objects.filter(queue_id=queue.pk, status__in=ReviewItem.WAITING)
+        .order_by("created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    return None if oldest is None else max(0.0, (now - oldest).total_seconds() / 60)
+
+
 def set_state(queue: Queue, mode: policy.Mode, depth: int, now: datetime) -> None:
     """Store the queue's new depth and mode on the locked policy row; a mode
     change is also written to the mode history."""
@@ -50,8 +65,10 @@ def set_state(queue: Queue, mode: policy.Mode, depth: int, now: datetime) -> Non
 
 
 def after_depth_change(queue: Queue, depth: int, now: datetime) -> None:
-    """A verdict or an undo moved the depth: the watermarks may move the mode."""
-    set_state(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, now)
+    """A verdict or an undo moved the depth: the watermarks (and the age
+    watermark) may move the mode."""
+    oldest = oldest_waiting_minutes(queue, now)
+    set_state(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks(), oldest), depth, now)
 
 
 def take_one_off_depth(queue_pk: int, now: datetime) -> Queue:
@@ -101,6 +118,8 @@ def reconcile_depth(queue: Queue | int | None = None, *, now: datetime | None = 
                 log.warning(
                     "queue depth reconciled", extra={"queue": locked.slug, "kept": locked.depth, "counted": actual}
                 )
+            if moved or locked.age_high_minutes is not None:
+                # Time passing alone moves the age watermark: look on every sample.
                 after_depth_change(locked, actual, now or timezone.now())
             drift += moved
     return drift
