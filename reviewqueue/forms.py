@@ -13,7 +13,7 @@ from django.db import models
 from django.db.models import QuerySet
 
 from . import export
-from .models import GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
+from .models import AlertChannel, GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
 from .services.errors import InvalidInput
 from .services.simulations import ADD_QUEUE_KIND
 from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
@@ -201,16 +201,18 @@ class PolicyForm(forms.ModelForm):
                 errors[name] = message
         if has("gold_min_answers") and data["gold_min_answers"] < 1:
             errors["gold_min_answers"] = "A flag needs at least 1 gold answer."
-        if has("sla_minutes") and data["sla_minutes"] < 1:
-            errors["sla_minutes"] = "The SLA must be at least 1 minute."
         errors.update(PolicyForm.age_errors(data))
-        if has("alert_age_minutes") and not data["alert_age_minutes"] > 0:
-            errors["alert_age_minutes"] = "The age limit must be above 0 minutes, or left blank."
         return errors
 
     @staticmethod
     def age_errors(data: dict[str, Any]) -> dict[str, str]:
-        """The age watermark's rules: both marks or neither, 0 <= low < high."""
+        """The SLA and age rules: an SLA of a minute or more; the age
+        watermark's marks both or neither, 0 <= low < high; an alert age above 0."""
+        if data.get("sla_minutes") is not None and data["sla_minutes"] < 1:
+            return {"sla_minutes": "The SLA must be at least 1 minute."}
+        alert_age = data.get("alert_age_minutes")
+        if alert_age is not None and not alert_age > 0:
+            return {"alert_age_minutes": "The age limit must be above 0 minutes, or left blank."}
         high, low = data.get("age_high_minutes"), data.get("age_low_minutes")
         if high is None and low is None:
             return {}
@@ -767,3 +769,32 @@ def add_service_errors(form: forms.BaseForm, exc: ValidationError | InvalidInput
         return
     for name, errors in exc.message_dict.items():
         form.add_error(name if name in form.fields else None, errors)
+
+
+class AlertChannelForm(forms.Form):
+    """A new alert channel. The service checks the URL with Apprise and the
+    token's webhook; the URL field never shows a stored secret back."""
+
+    name = forms.CharField(max_length=100, help_text="What operators call it, e.g. 'on-call Slack'.")
+    kind = forms.ChoiceField(choices=AlertChannel.Kind.choices, initial=AlertChannel.Kind.APPRISE)
+    queue = forms.ModelChoiceField(
+        queryset=Queue.objects.active(),
+        required=False,
+        to_field_name="slug",
+        empty_label="team-wide: every queue's alerts and the team's",
+        help_text="A queue's channel hears that queue's alerts only.",
+    )
+    url = forms.CharField(
+        required=False,
+        label="Apprise URL",
+        max_length=2000,
+        widget=forms.PasswordInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+        help_text="For kind Apprise: slack://…, msteams://…, discord://…, mailto://…, json://… "
+        "(see the Apprise documentation). Stored as given, shown masked.",
+    )
+    producer = forms.CharField(
+        required=False,
+        max_length=100,
+        label="API token name",
+        help_text="For kind webhook: the token whose webhook URL receives the queue.* events, signed with its secret.",
+    )

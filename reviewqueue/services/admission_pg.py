@@ -102,6 +102,18 @@ def _admission_cursor(pg: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
     return kept
 
 
+def _apply_params(queue: int, state: _SeenState, depths: range, now: datetime, item: ReviewItem) -> tuple[Any, ...]:
+    """The one-statement admission's parameters, in the order of its placeholders."""
+    marks = state.marks
+    age_limit = policy.plain_enqueue_age_limit(state.mode, marks)
+    cutoff = None if age_limit is None else now - timedelta(minutes=age_limit)
+    return (
+        (now, queue, state.mode.value, depths[0], depths[-1], marks.capacity, marks.high, marks.low)
+        + (FilterRule.Status.ENABLED, queue, marks.age_high, marks.age_low, cutoff, queue, cutoff)
+        + tuple(_insert_values(item))
+    )
+
+
 def admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetime) -> AdmitResult | None:
     """admit() for PostgreSQL outside a transaction: one prepared statement.
 
@@ -148,16 +160,8 @@ def admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetime
                 return None
             item.updated_at = now  # what pre_save of the auto_now field would do
             marks = state.marks
-            age_limit = policy.plain_enqueue_age_limit(state.mode, marks)
-            cutoff = None if age_limit is None else now - timedelta(minutes=age_limit)
             try:
-                cursor.execute(
-                    apply_sql,
-                    (now, queue, state.mode.value, depths[0], depths[-1], marks.capacity, marks.high, marks.low)
-                    + (FilterRule.Status.ENABLED, queue, marks.age_high, marks.age_low, cutoff, queue, cutoff)
-                    + tuple(_insert_values(item)),
-                    prepare=True,
-                )
+                cursor.execute(apply_sql, _apply_params(queue, state, depths, now, item), prepare=True)
             except psycopg.errors.UniqueViolation:
                 return None  # a duplicate key: the general path answers with the first item
             applied = cursor.fetchone()

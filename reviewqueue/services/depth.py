@@ -59,9 +59,25 @@ def set_state(queue: Queue, mode: policy.Mode, depth: int, now: datetime) -> Non
             "queue mode changed",
             extra={"queue": queue.slug, "previous": queue.mode, "mode": mode.value, "depth": depth},
         )
+        queue_pk = queue.pk
+        transaction.on_commit(lambda: announce_mode_change(queue_pk))
     if (queue.mode, queue.depth) != (mode.value, depth):
         queue.mode, queue.depth = mode.value, depth
         queue.save(update_fields=["mode", "depth", "updated_at"])
+
+
+ALERTS_TASK = "reviewqueue.tasks.evaluate_alerts"
+
+
+def announce_mode_change(queue_pk: int) -> None:
+    """Ask a worker to look at the queue's alerts now. Best effort, like a
+    webhook announcement: the periodic evaluation finds the change anyway."""
+    from celery import current_app
+
+    try:
+        current_app.send_task(ALERTS_TASK, kwargs={"queue_id": queue_pk}, ignore_result=True, retry=False)
+    except Exception as exc:  # noqa: BLE001 - any broker failure; the beat's evaluation follows
+        log.warning("alert evaluation announcement failed", extra={"queue": queue_pk, "error": str(exc)[:200]})
 
 
 def after_depth_change(queue: Queue, depth: int, now: datetime) -> None:
