@@ -63,6 +63,7 @@ class QueueNumbers:
     verdicts: int = 0
     verdict_seconds: float = 0.0
     within_sla: int = 0
+    sla_seconds: float | None = None  # one queue's setting: not given for _other
 
     def add(self, other: QueueNumbers) -> None:
         """Sum ``other`` into this one (the ``_other`` series): counts add,
@@ -138,6 +139,7 @@ def queue_numbers() -> list[QueueNumbers]:
     for q in labelled:
         row = numbers(q, q.slug)
         row.step_limit = q.step_limit
+        row.sla_seconds = q.sla_minutes * 60.0
         rate = approve[q.pk].rate
         row.approve_rate = math.nan if rate is None else rate
         out.append(row)
@@ -231,13 +233,18 @@ def sla_metrics(rows: list[QueueNumbers]) -> Iterator[Metric]:
         "Share of the last 24 h's human verdicts given within the queue's SLA (NaN without verdicts).",
         labels=q,
     )
+    target = GaugeMetricFamily(
+        "reviewqueue_sla_seconds", "The queue's SLA: target seconds from admission to verdict.", labels=q
+    )
     for row in rows:
         label = [row.label]
+        if row.sla_seconds is not None:
+            target.add_metric(label, row.sla_seconds)
         oldest_pending.add_metric(label, row.oldest)
         buckets = [(f"{bound:g}", n) for bound, n in row.verdict_buckets] + [("+Inf", row.verdicts)]
         to_verdict.add_metric(label, buckets, sum_value=row.verdict_seconds)
         attainment.add_metric(label, row.within_sla / row.verdicts if row.verdicts else math.nan)
-    yield from (oldest_pending, to_verdict, attainment)
+    yield from (target, oldest_pending, to_verdict, attainment)
 
 
 def webhook_metrics() -> Iterator[Metric]:
