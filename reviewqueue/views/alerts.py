@@ -62,7 +62,7 @@ def channels(request: HtmxHttpRequest) -> HttpResponse:
             except InvalidInput as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, str(exc).split(": ", 1)[-1])
             else:
-                messages.success(request, f"Channel {channel.name} added: {alerts.describe(channel)}.")
+                messages.success(request, f"Channel {channel.name} added.")
                 return redirect("ops:alert_channels")
         status = 400
     return render(request, "ops/alert_channels.html", {"form": form, "rows": channel_rows()}, status=status)
