@@ -256,6 +256,23 @@ class WhatIfForm(forms.Form):
     high_watermark = forms.FloatField(min_value=0, max_value=1)
     low_watermark = forms.FloatField(min_value=0, max_value=1)
     backpressure = forms.BooleanField(required=False, help_text="draft mode above the high watermark")
+    sla_minutes = forms.FloatField(
+        min_value=0,
+        max_value=100_000,
+        required=False,
+        label="SLA (minutes to verdict)",
+        help_text="reports the share of items decided within it and the p95 wait; 0 or blank: none",
+    )
+    age_high_minutes = forms.FloatField(
+        min_value=0,
+        max_value=100_000,
+        required=False,
+        label="Age watermark: high (minutes)",
+        help_text="draft mode when the oldest item is older than this; blank: depth alone decides",
+    )
+    age_low_minutes = forms.FloatField(
+        min_value=0, max_value=100_000, required=False, label="Age watermark: low (minutes)"
+    )
     replications = forms.IntegerField(
         min_value=1,
         max_value=MAX_REPLICATIONS,
@@ -280,7 +297,12 @@ class WhatIfForm(forms.Form):
         "high_watermark",
         "low_watermark",
         "backpressure",
+        "sla_minutes",
+        "age_high_minutes",
+        "age_low_minutes",
     )
+    # Blank means off; the scenario says off with 0.
+    OPTIONAL_MINUTES = ("sla_minutes", "age_high_minutes", "age_low_minutes")
 
     def clean(self) -> dict[str, Any]:
         from simulation import Scenario
@@ -288,6 +310,8 @@ class WhatIfForm(forms.Form):
         data = super().clean()
         if self.errors:
             return data
+        for name in self.OPTIONAL_MINUTES:
+            data[name] = data.get(name) or 0.0
         try:
             self.scenario = Scenario.from_dict({k: data[k] for k in self.SCENARIO_FIELDS})
         except ValueError as exc:

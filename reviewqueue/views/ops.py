@@ -281,6 +281,9 @@ def live_initial(window_key: str, queue: Queue) -> tuple[dict[str, Any], stats.R
         high_watermark=queue.high_watermark,
         low_watermark=queue.low_watermark,
         backpressure=True,
+        sla_minutes=float(queue.sla_minutes),
+        age_high_minutes=queue.age_high_minutes or 0.0,
+        age_low_minutes=queue.age_low_minutes or 0.0,
     )
     return initial, flow
 
