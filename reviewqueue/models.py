@@ -1044,6 +1044,7 @@ class AlertCondition(models.TextChoices):
     """What an alert is about. The first four are a queue's; the rest are the team's."""
 
     MODE = "mode", "queue left normal flow (draft or shedding)"
+    SHEDDING = "shedding", "queue at capacity, shedding work"
     SLA_AT_RISK = "sla_at_risk", "SLA breach forecast within the horizon"
     SLA_BREACHED = "sla_breached", "an item has waited longer than the SLA"
     OLDEST_AGE = "oldest_age", "oldest waiting item over its age limit"

@@ -48,9 +48,11 @@ log = logging.getLogger("reviewqueue.alerts")
 
 # A webhook delivery retried or given up within this window counts as failing.
 FAILING_DELIVERIES_WINDOW = timedelta(minutes=15)
-# Conditions with a signed webhook event of their own; every recovery of one is ``queue.recovered``.
+# Conditions with a signed webhook event of their own (entering draft and
+# escalating to shedding are both a mode change); every recovery of one is ``queue.recovered``.
 EVENT_OF = {
     AlertCondition.MODE: EventType.QUEUE_MODE_CHANGED,
+    AlertCondition.SHEDDING: EventType.QUEUE_MODE_CHANGED,
     AlertCondition.SLA_AT_RISK: EventType.QUEUE_SLA_AT_RISK,
     AlertCondition.SLA_BREACHED: EventType.QUEUE_SLA_BREACHED,
 }
@@ -102,6 +104,8 @@ def queue_readings(queue: Queue, now: datetime, firing: set[str]) -> list[Readin
     breached = policy.condition_holds(AlertCondition.SLA_BREACHED in firing, oldest, on=sla, off=CLEAR_SHARE * sla)
     readings = [
         Reading(AlertCondition.MODE, queue.mode != policy.Mode.NORMAL, f"mode {queue.mode}", queue, data=numbers),
+        # Draft escalating to shedding is news of its own, with its own episode.
+        Reading(AlertCondition.SHEDDING, queue.mode == policy.Mode.SHEDDING, f"mode {queue.mode}", queue, data=numbers),
         Reading(AlertCondition.SLA_AT_RISK, at_risk, _risk_words(fc, queue), queue, data=numbers),
         Reading(AlertCondition.SLA_BREACHED, breached, f"oldest waiting {_minutes(oldest)}", queue, data=numbers),
     ]

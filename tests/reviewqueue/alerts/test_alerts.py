@@ -125,3 +125,16 @@ def test_a_channel_is_checked_and_its_change_audited_with_the_secret_masked(oper
 def test_the_pure_and_live_rules_agree_on_the_hold() -> None:
     state, message = policy.step_alert(policy.AlertState(), True, 0, hold_seconds=300)
     assert message == "fired" and state.firing
+
+
+def test_escalating_to_shedding_is_its_own_alert(admit_item: Any, announced: list[Any]) -> None:
+    services.policy_update(user=None, changes={"capacity": 4, "high_watermark": 0.5, "low_watermark": 0.25})
+    for _ in range(3):
+        admit_item()
+    alerts.evaluate_alerts()
+    admit_item()
+    assert Queue.current().mode == "shedding"
+    alerts.evaluate_alerts()
+    alerts.evaluate_alerts()
+    assert list(Alert.objects.filter(condition="mode").values_list("kind", flat=True)) == ["fired"]
+    assert list(Alert.objects.filter(condition="shedding").values_list("kind", flat=True)) == ["fired"]
