@@ -67,6 +67,9 @@ def set_state(queue: Queue, mode: policy.Mode, depth: int, now: datetime) -> Non
 
 
 ALERTS_TASK = "reviewqueue.tasks.evaluate_alerts"
+# A mode change's evaluation that waited this long is dropped unrun: the
+# beat's evaluation (every 30 s) has seen the change by then.
+ALERTS_TASK_EXPIRES_SECONDS = 60
 
 
 def announce_mode_change(queue_pk: int) -> None:
@@ -75,7 +78,13 @@ def announce_mode_change(queue_pk: int) -> None:
     from celery import current_app
 
     try:
-        current_app.send_task(ALERTS_TASK, kwargs={"queue_id": queue_pk}, ignore_result=True, retry=False)
+        current_app.send_task(
+            ALERTS_TASK,
+            kwargs={"queue_id": queue_pk},
+            ignore_result=True,
+            retry=False,
+            expires=ALERTS_TASK_EXPIRES_SECONDS,
+        )
     except Exception as exc:  # noqa: BLE001 - any broker failure; the beat's evaluation follows
         log.warning("alert evaluation announcement failed", extra={"queue": queue_pk, "error": str(exc)[:200]})
 

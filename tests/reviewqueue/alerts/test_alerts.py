@@ -14,6 +14,7 @@ from django.utils import timezone
 from reviewqueue import policy, services
 from reviewqueue.models import Alert, AlertChannel, ModeChange, Queue, ReviewerStanding, ReviewItem, WebhookDelivery
 from reviewqueue.services import alerts, depth
+from reviewqueue.services.depth import announce_mode_change  # the real one: tests/conftest.py stubs it
 from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
@@ -138,3 +139,39 @@ def test_escalating_to_shedding_is_its_own_alert(admit_item: Any, announced: lis
     alerts.evaluate_alerts()
     assert list(Alert.objects.filter(condition="mode").values_list("kind", flat=True)) == ["fired"]
     assert list(Alert.objects.filter(condition="shedding").values_list("kind", flat=True)) == ["fired"]
+
+
+def test_a_mode_change_asks_for_an_evaluation_after_the_commit(
+    admit_item: Any, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    asked: list[int] = []
+    monkeypatch.setattr("reviewqueue.services.depth.announce_mode_change", asked.append)
+    services.policy_update(user=None, changes={"capacity": 4, "high_watermark": 0.5, "low_watermark": 0.25})
+    with django_capture_on_commit_callbacks(execute=True):
+        admit_item()
+        admit_item()  # depth 2: still normal
+    assert asked == []
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        admit_item()  # depth 3: draft
+        assert asked == []  # not before the commit
+    assert asked == [Queue.default().pk] and callbacks
+
+
+def test_a_stale_mode_change_evaluation_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[dict[str, Any]] = []
+
+    class App:
+        def send_task(self, name: str, **options: Any) -> None:
+            sent.append({"name": name, **options})
+
+    monkeypatch.setattr("celery.current_app", App())
+    announce_mode_change(7)
+    assert sent == [
+        {
+            "name": "reviewqueue.tasks.evaluate_alerts",
+            "kwargs": {"queue_id": 7},
+            "ignore_result": True,
+            "retry": False,
+            "expires": depth.ALERTS_TASK_EXPIRES_SECONDS,
+        }
+    ]
