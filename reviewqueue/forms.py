@@ -13,7 +13,7 @@ from django.db import models
 from django.db.models import QuerySet
 
 from . import export, oidc
-from .models import GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
+from .models import AlertChannel, GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
 from .services.errors import InvalidInput
 from .services.identity import PROVIDER_GROUP_PREFIX
 from .services.simulations import ADD_QUEUE_KIND
@@ -75,6 +75,11 @@ class PolicyForm(forms.ModelForm):
             "gold_min_answers": "Gold: answers before a flag",
             "gold_pause": "Pause flagged reviewers",
             "tuner_rule": "Tuner rule",
+            "sla_minutes": "SLA: minutes to verdict",
+            "age_high_minutes": "Age watermark: high (minutes)",
+            "age_low_minutes": "Age watermark: low (minutes)",
+            "sla_risk_minutes": "Alert: SLA at risk within (minutes)",
+            "alert_age_minutes": "Alert: oldest item older than (minutes)",
         }
         help_texts: ClassVar[dict[str, str]] = {
             "instructions": "Shown on the review page and in its ? help. Markdown: **bold**, *italic*, lists, "
@@ -107,6 +112,15 @@ class PolicyForm(forms.ModelForm):
             "quality page.",
             "tuner_rule": "Plain counts every verdict alike. Noise-aware weighs each verdict by its reviewer's "
             "estimated reliability, from gold answers and double reviews.",
+            "sla_minutes": "The target time from admission to verdict, 1 minute or more. The dashboard shows the share "
+            "of items decided within it.",
+            "age_high_minutes": "Optional. When the oldest waiting item is older than this, new loops run in draft "
+            "mode even below the high watermark. Give both age marks, or neither.",
+            "age_low_minutes": "Optional, below the high age mark. Normal flow resumes only when the oldest waiting "
+            "item is younger than this and the depth is below the low watermark.",
+            "sla_risk_minutes": "An 'SLA at risk' alert goes out when, at the live pace, an item is forecast to pass "
+            "the SLA within this many minutes.",
+            "alert_age_minutes": "Optional. An alert goes out when the oldest waiting item is older than this.",
         }
         widgets: ClassVar[dict[str, Any]] = {"instructions": forms.Textarea(attrs={"rows": 8})}
 
@@ -192,7 +206,30 @@ class PolicyForm(forms.ModelForm):
                 errors[name] = message
         if has("gold_min_answers") and data["gold_min_answers"] < 1:
             errors["gold_min_answers"] = "A flag needs at least 1 gold answer."
+        errors.update(PolicyForm.age_errors(data))
         return errors
+
+    @staticmethod
+    def age_errors(data: dict[str, Any]) -> dict[str, str]:
+        """The SLA and age rules: an SLA of a minute or more; the age
+        watermark's marks both or neither, 0 <= low < high; an alert age above 0."""
+        if data.get("sla_minutes") is not None and data["sla_minutes"] < 1:
+            return {"sla_minutes": "The SLA must be at least 1 minute."}
+        alert_age = data.get("alert_age_minutes")
+        if alert_age is not None and not alert_age > 0:
+            return {"alert_age_minutes": "The age limit must be above 0 minutes, or left blank."}
+        high, low = data.get("age_high_minutes"), data.get("age_low_minutes")
+        if high is None and low is None:
+            return {}
+        if high is None:
+            return {"age_high_minutes": "Give the high age mark too, or clear the low one."}
+        if low is None:
+            return {"age_low_minutes": "Give the low age mark too, or clear the high one."}
+        if not high > 0:
+            return {"age_high_minutes": "The high age mark must be above 0 minutes."}
+        if not 0 <= low < high:
+            return {"age_low_minutes": f"The low age mark must be from 0 to below the high one ({high:g})."}
+        return {}
 
     def _update_errors(self, errors: ValidationError) -> None:
         # The model's clean() states the same rules in its own terms, and a
@@ -235,6 +272,23 @@ class WhatIfForm(forms.Form):
     high_watermark = forms.FloatField(min_value=0, max_value=1)
     low_watermark = forms.FloatField(min_value=0, max_value=1)
     backpressure = forms.BooleanField(required=False, help_text="draft mode above the high watermark")
+    sla_minutes = forms.FloatField(
+        min_value=0,
+        max_value=100_000,
+        required=False,
+        label="SLA (minutes to verdict)",
+        help_text="reports the share of items decided within it and the p95 wait; 0 or blank: none",
+    )
+    age_high_minutes = forms.FloatField(
+        min_value=0,
+        max_value=100_000,
+        required=False,
+        label="Age watermark: high (minutes)",
+        help_text="draft mode when the oldest item is older than this; blank: depth alone decides",
+    )
+    age_low_minutes = forms.FloatField(
+        min_value=0, max_value=100_000, required=False, label="Age watermark: low (minutes)"
+    )
     replications = forms.IntegerField(
         min_value=1,
         max_value=MAX_REPLICATIONS,
@@ -259,7 +313,12 @@ class WhatIfForm(forms.Form):
         "high_watermark",
         "low_watermark",
         "backpressure",
+        "sla_minutes",
+        "age_high_minutes",
+        "age_low_minutes",
     )
+    # Blank means off; the scenario says off with 0.
+    OPTIONAL_MINUTES = ("sla_minutes", "age_high_minutes", "age_low_minutes")
 
     def clean(self) -> dict[str, Any]:
         from simulation import Scenario
@@ -267,6 +326,8 @@ class WhatIfForm(forms.Form):
         data = super().clean()
         if self.errors:
             return data
+        for name in self.OPTIONAL_MINUTES:
+            data[name] = data.get(name) or 0.0
         try:
             self.scenario = Scenario.from_dict({k: data[k] for k in self.SCENARIO_FIELDS})
         except ValueError as exc:
@@ -773,3 +834,32 @@ def add_service_errors(form: forms.BaseForm, exc: ValidationError | InvalidInput
         return
     for name, errors in exc.message_dict.items():
         form.add_error(name if name in form.fields else None, errors)
+
+
+class AlertChannelForm(forms.Form):
+    """A new alert channel. The service checks the URL with Apprise and the
+    token's webhook; the URL field never shows a stored secret back."""
+
+    name = forms.CharField(max_length=100, help_text="What operators call it, e.g. 'on-call Slack'.")
+    kind = forms.ChoiceField(choices=AlertChannel.Kind.choices, initial=AlertChannel.Kind.APPRISE)
+    queue = forms.ModelChoiceField(
+        queryset=Queue.objects.active(),
+        required=False,
+        to_field_name="slug",
+        empty_label="team-wide: every queue's alerts and the team's",
+        help_text="A queue's channel hears that queue's alerts only.",
+    )
+    url = forms.CharField(
+        required=False,
+        label="Apprise URL",
+        max_length=2000,
+        widget=forms.PasswordInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+        help_text="For kind Apprise: slack://…, msteams://…, discord://…, mailto://…, json://… "
+        "(see the Apprise documentation). Stored as given, shown masked.",
+    )
+    producer = forms.CharField(
+        required=False,
+        max_length=100,
+        label="API token name",
+        help_text="For kind webhook: the token whose webhook URL receives the queue.* events, signed with its secret.",
+    )

@@ -156,6 +156,27 @@ class Queue(models.Model):
         help_text="the reviewers' estimated error rates and the items' approve share, re-estimated from gold "
         "answers and double reviews (services.quality.reestimate)",
     )
+    sla_minutes = models.PositiveIntegerField(
+        default=60, help_text="target minutes from admission to verdict; the share within it is the SLA attainment"
+    )
+    age_high_minutes = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="age watermark: draft mode when the oldest waiting item is older than this, whatever the depth; "
+        "blank: depth alone decides",
+    )
+    age_low_minutes = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="age watermark: normal flow again only when the oldest is younger than this (and depth is "
+        "below the low watermark)",
+    )
+    sla_risk_minutes = models.PositiveIntegerField(
+        default=15, help_text="alert 'SLA at risk' when the forecast puts a breach within this many minutes"
+    )
+    alert_age_minutes = models.FloatField(
+        null=True, blank=True, help_text="alert when the oldest waiting item is older than this; blank: no such alert"
+    )
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.NORMAL)
     depth = models.PositiveIntegerField(
         default=0,
@@ -184,6 +205,11 @@ class Queue(models.Model):
         "gold_pause",
         "tuner_rule",
         "instructions",
+        "sla_minutes",
+        "age_high_minutes",
+        "age_low_minutes",
+        "sla_risk_minutes",
+        "alert_age_minutes",
     )
 
     objects = QueueQuerySet.as_manager()
@@ -256,7 +282,13 @@ class Queue(models.Model):
         return queue, existing_pk, bool(gates)
 
     def watermarks(self) -> policy.Watermarks:
-        return policy.Watermarks(capacity=self.capacity, high=self.high_watermark, low=self.low_watermark)
+        return policy.Watermarks(
+            capacity=self.capacity,
+            high=self.high_watermark,
+            low=self.low_watermark,
+            age_high=self.age_high_minutes,
+            age_low=self.age_low_minutes,
+        )
 
     def tuner(self) -> policy.TunerConfig:
         return policy.TunerConfig(
@@ -292,6 +324,10 @@ class Queue(models.Model):
             errors["lease_seconds"] = "must be at least 10 seconds"
         if self.gold_min_answers < 1:
             errors["gold_min_answers"] = "must be at least 1"
+        if self.sla_minutes < 1:
+            errors["sla_minutes"] = "must be at least 1 minute"
+        if self.alert_age_minutes is not None and not self.alert_age_minutes > 0:
+            errors["alert_age_minutes"] = "must be above 0 minutes, or blank"
         if errors:
             raise ValidationError(errors)
 
@@ -493,6 +529,13 @@ class ReviewItem(models.Model):
                 fields=["queue", "created_at"],
                 name="queue_waiting_by_age",
                 condition=Q(status__in=["pending", "claimed"]),
+            ),
+            # Time to verdict over the last hour and day (the SLA figures) reads
+            # only a queue's recent human verdicts.
+            models.Index(
+                fields=["queue", "decided_at"],
+                name="queue_verdicts_by_time",
+                condition=Q(status__in=["approved", "rejected", "sent_back"]),
             ),
             # The audit share reads the newest decided sampled auto-passes only.
             models.Index(
@@ -950,6 +993,10 @@ class EventType(models.TextChoices):
     ITEM_SHED = "item.shed"
     ITEM_FILTERED = "item.filtered"
     RUN_FINISHED = "run.finished"
+    QUEUE_MODE_CHANGED = "queue.mode_changed"
+    QUEUE_SLA_AT_RISK = "queue.sla_at_risk"
+    QUEUE_SLA_BREACHED = "queue.sla_breached"
+    QUEUE_RECOVERED = "queue.recovered"
 
 
 class WebhookDelivery(models.Model):
@@ -1035,3 +1082,104 @@ class RoleAudit(models.Model):
 
     def __str__(self) -> str:
         return ", ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in self.changes.items())
+
+
+# --- alerts (ARCHITECTURE.md, "Warn before it overflows") ---
+
+
+class AlertCondition(models.TextChoices):
+    """What an alert is about. The first four are a queue's; the rest are the team's."""
+
+    MODE = "mode", "queue left normal flow (draft or shedding)"
+    SHEDDING = "shedding", "queue at capacity, shedding work"
+    SLA_AT_RISK = "sla_at_risk", "SLA breach forecast within the horizon"
+    SLA_BREACHED = "sla_breached", "an item has waited longer than the SLA"
+    OLDEST_AGE = "oldest_age", "oldest waiting item over its age limit"
+    WEBHOOKS_FAILING = "webhooks_failing", "webhook deliveries failing"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable", "red-line sandbox unavailable"
+    REVIEWER_PAUSED = "reviewer_paused", "a reviewer paused by gold"
+
+
+class AlertChannel(models.Model):
+    """Where alerts go: an Apprise URL (chat, email, generic JSON...) or the
+    signed webhook of a producer's token. With no queue, the channel is
+    team-wide and hears every alert."""
+
+    class Kind(models.TextChoices):
+        APPRISE = "apprise", "Apprise URL (Slack, Teams, Discord, email, JSON, ...)"
+        WEBHOOK = "webhook", "signed webhook of an API token"
+
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.APPRISE)
+    queue = models.ForeignKey(
+        Queue,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="alert_channels",
+        help_text="blank: team-wide, every queue's alerts and the team's",
+    )
+    # An Apprise URL carries its credentials (a bot token, a password): shown masked, never logged.
+    url = models.TextField(blank=True, help_text="the Apprise URL (kind apprise)")
+    producer = models.CharField(
+        max_length=100, blank=True, help_text="the API token whose webhook URL and secret are used (kind webhook)"
+    )
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["queue_id", "name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AlertEpisode(models.Model):
+    """One condition's episode state for one queue (or the team) and one
+    subject (a reviewer's name; blank for most): the hysteresis of
+    ``policy.step_alert``, kept between evaluations."""
+
+    queue = models.ForeignKey(Queue, null=True, blank=True, on_delete=models.CASCADE, related_name="alert_episodes")
+    # "queue:<pk>" or "team": NULL is never equal to NULL in a unique index, a key is.
+    scope = models.CharField(max_length=40)
+    condition = models.CharField(max_length=32, choices=AlertCondition.choices)
+    subject = models.CharField(max_length=150, blank=True, default="")
+    firing = models.BooleanField(default=False)
+    clear_since = models.DateTimeField(null=True, blank=True)
+    recovered_at = models.DateTimeField(null=True, blank=True)
+    detail = models.CharField(max_length=200, blank=True, help_text="what the last alert said, e.g. the mode")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "condition", "subject"], name="one_episode_per_condition")
+        ]
+
+
+class Alert(models.Model):
+    """One message that went out: an episode fired or recovered, or a test.
+    ``deliveries`` records each channel tried and its outcome."""
+
+    class Kind(models.TextChoices):
+        FIRED = "fired"
+        RECOVERED = "recovered"
+        TEST = "test"
+
+    queue = models.ForeignKey(Queue, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts")
+    condition = models.CharField(max_length=32, choices=AlertCondition.choices)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    subject = models.CharField(max_length=150, blank=True, default="")
+    title = models.CharField(max_length=200)
+    body = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    deliveries = models.JSONField(default=list, blank=True, help_text='[{"channel", "kind", "ok", "detail"}]')
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.condition} {self.created_at:%Y-%m-%d %H:%M}"

@@ -38,11 +38,15 @@ class PolicyError(ValueError):
 
 @dataclass(frozen=True)
 class Watermarks:
-    """Capacity and the two watermarks, as fractions of capacity."""
+    """Capacity and the two watermarks, as fractions of capacity, and the
+    optional age watermark: ``age_high`` and ``age_low`` in minutes the
+    oldest waiting item has waited (both or neither)."""
 
     capacity: int = 50
     high: float = 0.8
     low: float = 0.3
+    age_high: float | None = None
+    age_low: float | None = None
 
     def __post_init__(self) -> None:
         if self.capacity < 1:
@@ -51,6 +55,13 @@ class Watermarks:
             raise PolicyError("high_watermark", "must be in (0, 1]")
         if not 0 <= self.low < self.high:
             raise PolicyError("low_watermark", "must be at least 0 and below the high watermark")
+        if (self.age_high is None) != (self.age_low is None):
+            raise PolicyError("age_low_minutes", "give the age watermark's high and low together, or neither")
+        if self.age_high is not None and self.age_low is not None:
+            if not (math.isfinite(self.age_high) and self.age_high > 0):
+                raise PolicyError("age_high_minutes", "must be a number of minutes above 0")
+            if not 0 <= self.age_low < self.age_high:
+                raise PolicyError("age_low_minutes", "must be at least 0 and below age_high_minutes")
 
     @property
     def high_depth(self) -> float:
@@ -60,19 +71,37 @@ class Watermarks:
     def low_depth(self) -> float:
         return self.low * self.capacity
 
+    @property
+    def has_age(self) -> bool:
+        return self.age_high is not None
 
-def next_mode(mode: Mode, depth: int, marks: Watermarks) -> Mode:
+
+def age_over_high(oldest_minutes: float | None, marks: Watermarks) -> bool:
+    """The oldest waiting item has waited longer than the age watermark allows."""
+    return marks.age_high is not None and oldest_minutes is not None and oldest_minutes > marks.age_high
+
+
+def age_below_low(oldest_minutes: float | None, marks: Watermarks) -> bool:
+    """Age lets the queue leave draft mode: no age watermark, nothing waiting,
+    or the oldest item younger than ``age_low``."""
+    return marks.age_low is None or oldest_minutes is None or oldest_minutes < marks.age_low
+
+
+def next_mode(mode: Mode, depth: int, marks: Watermarks, oldest_minutes: float | None = None) -> Mode:
     """The mode after the queue reaches ``depth``, with hysteresis.
 
-    normal -> draft only *above* the high watermark; back to normal only
-    *below* the low watermark; between the two the previous mode holds.
-    At or above capacity the queue is shedding whatever it was before.
+    normal -> draft *above* the high watermark, or when the oldest waiting
+    item (``oldest_minutes``) is older than the age watermark's high mark,
+    however shallow the queue; back to normal only *below* the low watermark
+    *and* with the oldest item younger than the age watermark's low mark;
+    otherwise the previous mode holds. At or above capacity the queue is
+    shedding whatever it was before.
     """
     if depth >= marks.capacity:
         return Mode.SHEDDING
-    if depth > marks.high_depth:
+    if depth > marks.high_depth or age_over_high(oldest_minutes, marks):
         return Mode.DRAFT
-    if depth < marks.low_depth:
+    if depth < marks.low_depth and age_below_low(oldest_minutes, marks):
         return Mode.NORMAL
     return Mode.NORMAL if mode is Mode.NORMAL else Mode.DRAFT
 
@@ -114,19 +143,22 @@ def plan_admission(
     marks: Watermarks,
     incoming: Candidate,
     sheddable: Iterable[Candidate] = (),
+    oldest_minutes: float | None = None,
 ) -> AdmissionPlan:
     """Decide what happens to one arrival.
 
     ``depth`` counts items waiting for or under review; ``sheddable`` holds
     the waiting items that may be shed (a caller may pass only the lowest one:
     the choice depends on nothing else). Items under review are never shed.
+    ``oldest_minutes``: how long the oldest waiting item has waited (None
+    when nothing waits), for the age watermark.
     """
     if depth < marks.capacity:
         depth += 1
-        return AdmissionPlan(True, None, depth, next_mode(mode, depth, marks))
+        return AdmissionPlan(True, None, depth, next_mode(mode, depth, marks, oldest_minutes))
     victim = choose_victim(sheddable, incoming)
     enqueue = victim is not incoming and victim.key != incoming.key
-    return AdmissionPlan(enqueue, victim, depth, next_mode(mode, depth, marks))
+    return AdmissionPlan(enqueue, victim, depth, next_mode(mode, depth, marks, oldest_minutes))
 
 
 def plain_enqueue_depths(mode: Mode, marks: Watermarks) -> range:
@@ -139,6 +171,11 @@ def plain_enqueue_depths(mode: Mode, marks: Watermarks) -> range:
     (``services.admission_pg.admit_one_statement``); at any other depth plan_admission
     decides. Integer depth ``d + 1 <= high_depth`` is ``d + 1 <= floor(high_depth)``,
     and ``d + 1 >= low_depth`` is ``d + 1 >= ceil(low_depth)``.
+
+    With an age watermark, a normal queue stays normal over this range only
+    while its oldest waiting item is no older than ``marks.age_high``
+    (``plain_enqueue_age_limit``); a draft queue's range needs no such check,
+    since depth at or above the low watermark keeps it in draft whatever the age.
     """
     below_capacity = marks.capacity - 2  # the depth after the arrival stays below capacity
     if mode is Mode.NORMAL:  # stays normal up to the high watermark, inclusive
@@ -147,6 +184,13 @@ def plain_enqueue_depths(mode: Mode, marks: Watermarks) -> range:
         return range(max(0, math.ceil(marks.low_depth) - 1), below_capacity + 1)
     # Shedding stays shedding only if the arrival fills the queue exactly.
     return range(marks.capacity - 1, marks.capacity)
+
+
+def plain_enqueue_age_limit(mode: Mode, marks: Watermarks) -> float | None:
+    """The oldest waiting age (minutes) beyond which an arrival at a depth of
+    ``plain_enqueue_depths`` is no longer a plain enqueue; None when age
+    cannot change the decision there."""
+    return marks.age_high if mode is Mode.NORMAL else None
 
 
 @dataclass(frozen=True)
@@ -636,3 +680,187 @@ def route(
         if rule.matches(producer=producer, task_kind=task_kind, priority=priority, task_id=task_id):
             return rule.queue
     return default
+
+
+# --- SLA, the breach forecast and alert episodes (ARCHITECTURE.md, "Warn before it overflows") ---
+
+
+def sla_attainment(waits_minutes: Iterable[float], sla_minutes: float) -> float | None:
+    """The share of decided items whose time from admission to verdict was
+    within ``sla_minutes``; None when nothing was decided."""
+    waits = list(waits_minutes)
+    if not waits:
+        return None
+    return sum(1 for w in waits if w <= sla_minutes) / len(waits)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What the live pace says is coming, in minutes from now.
+
+    ``to_high_watermark``: until the depth passes the high watermark (0 when
+    it already has, or the queue is out of normal mode); ``to_sla_breach``:
+    until a waiting or arriving item has waited longer than the SLA (0 when
+    one already has). None: not at this pace.
+    """
+
+    to_high_watermark: float | None
+    to_sla_breach: float | None
+
+    @property
+    def stable(self) -> bool:
+        return self.to_high_watermark is None and self.to_sla_breach is None
+
+
+def minutes_to_high_watermark(
+    depth: int, marks: Watermarks, arrivals_per_min: float, reviews_per_min: float
+) -> float | None:
+    """Minutes until the depth passes the high watermark (its first whole
+    depth above it) at this pace; None when review keeps up.
+
+    The depth is taken as a Brownian motion reflected at zero, with drift
+    arrivals minus reviews and variance arrivals plus reviews per minute
+    (the diffusion limit of Poisson arrivals and reviews), and the answer is
+    its expected first passage time from ``depth`` to the target b:
+    (b - x)/v - s/(2v^2) * (exp(-2vx/s) - exp(-2vb/s)). The first term is the
+    plain fluid estimate; the second is how much sooner random ups and downs
+    (which a queue cannot take below zero) bring the first crossing.
+    """
+    target = math.floor(marks.high_depth) + 1
+    if depth >= target:
+        return 0.0
+    drift = arrivals_per_min - reviews_per_min
+    if drift <= 0:
+        return None
+    spread = arrivals_per_min + reviews_per_min
+    scale = spread / (2 * drift * drift)
+    sooner = scale * (math.exp(-2 * drift * depth / spread) - math.exp(-2 * drift * target / spread))
+    return max(0.0, (target - depth) / drift - sooner)
+
+
+def minutes_to_sla_breach(
+    *,
+    depth: int,
+    oldest_minutes: float | None,
+    sla_minutes: float,
+    arrivals_per_min: float,
+    reviews_per_min: float,
+) -> float | None:
+    """When the first item passes the SLA, first in first out at the live pace.
+
+    The waiting items' ages are spread evenly from the oldest's down to
+    zero; the k-th (0 = oldest) gets its verdict after (k + 1) / reviews
+    minutes and breaches, ``sla - age`` minutes from now, if that comes first.
+    An item arriving at t waits for the queue ahead of it, depth(t) / reviews,
+    so arrivals breach once depth(t) > sla * reviews, at t + sla. Cost:
+    O(depth), and depth is bounded by capacity.
+    """
+    if depth > 0 and oldest_minutes is not None and oldest_minutes > sla_minutes:
+        return 0.0
+    if reviews_per_min <= 0:
+        if oldest_minutes is not None and depth > 0:
+            return sla_minutes - oldest_minutes
+        return sla_minutes if arrivals_per_min > 0 else None
+    oldest = oldest_minutes or 0.0
+    for k in range(depth):
+        age = oldest * (1 - k / (depth - 1)) if depth > 1 else oldest
+        if age + (k + 1) / reviews_per_min > sla_minutes:
+            return max(0.0, sla_minutes - age)
+    net = arrivals_per_min - reviews_per_min
+    backlog_at_breach = sla_minutes * reviews_per_min
+    if depth > backlog_at_breach:
+        return sla_minutes  # the next arrival already waits too long
+    if net <= 0:
+        return None
+    return (backlog_at_breach - depth) / net + sla_minutes
+
+
+def forecast(
+    *,
+    mode: Mode,
+    depth: int,
+    marks: Watermarks,
+    arrivals_per_min: float,
+    reviews_per_min: float,
+    oldest_minutes: float | None,
+    sla_minutes: float | None,
+) -> Forecast:
+    """Minutes to the high watermark and to the first SLA breach at the live
+    pace (the arrival and review rates the what-if starts from)."""
+    to_high = (
+        0.0 if mode is not Mode.NORMAL else minutes_to_high_watermark(depth, marks, arrivals_per_min, reviews_per_min)
+    )
+    to_breach = None
+    if sla_minutes:
+        to_breach = minutes_to_sla_breach(
+            depth=depth,
+            oldest_minutes=oldest_minutes,
+            sla_minutes=sla_minutes,
+            arrivals_per_min=arrivals_per_min,
+            reviews_per_min=reviews_per_min,
+        )
+    return Forecast(to_high, to_breach)
+
+
+def forecast_words(fc: Forecast, *, sla_minutes: float | None, mode: Mode) -> str:
+    """The forecast as the dashboard says it."""
+    if fc.stable:
+        return "At this pace: stable."
+    parts = []
+    if fc.to_high_watermark is not None:
+        if mode is not Mode.NORMAL:
+            parts.append(f"{mode.value} mode now")
+        elif fc.to_high_watermark <= 0:
+            parts.append("draft mode now")
+        else:
+            parts.append(f"draft mode in about {max(1, round(fc.to_high_watermark))} min")
+    if fc.to_sla_breach is not None and sla_minutes:
+        target = f"its {sla_minutes:g}-min target"
+        if fc.to_sla_breach <= 0:
+            parts.append(f"an item has passed {target}")
+        else:
+            parts.append(f"the oldest item passes {target} in about {max(1, round(fc.to_sla_breach))} min")
+    return "At this pace: " + "; ".join(parts) + "."
+
+
+@dataclass(frozen=True)
+class AlertState:
+    """One condition's episode: ``firing`` since its alert went out;
+    ``clear_since`` when the condition last stopped holding while firing;
+    ``recovered_at`` when the last episode ended. Times in seconds."""
+
+    firing: bool = False
+    clear_since: float | None = None
+    recovered_at: float | None = None
+
+
+def condition_holds(firing: bool, value: float | None, *, on: float, off: float) -> bool:
+    """A numeric condition with a band: it starts to hold above ``on`` and,
+    once firing, holds until the value drops to ``off`` or below."""
+    if value is None:
+        return False
+    return value > (off if firing else on)
+
+
+def step_alert(state: AlertState, holds: bool, now: float, *, hold_seconds: float) -> tuple[AlertState, str | None]:
+    """The episode after one look at the condition, and what to send:
+    "fired", "recovered" or None.
+
+    An episode fires once when the condition starts to hold. It recovers only
+    after the condition has not held for ``hold_seconds`` in a row, and a new
+    episode fires no sooner than ``hold_seconds`` after the last recovery
+    (later, if the condition still holds then). So a condition flapping on
+    and off sends at most two messages in any ``2 * hold_seconds``: a storm
+    becomes one alert and one recovery.
+    """
+    if state.firing:
+        if holds:
+            return replace(state, clear_since=None), None
+        if state.clear_since is None:
+            return replace(state, clear_since=now), None
+        if now - state.clear_since >= hold_seconds:
+            return AlertState(False, None, now), "recovered"
+        return state, None
+    if holds and (state.recovered_at is None or now - state.recovered_at >= hold_seconds):
+        return AlertState(True, None, state.recovered_at), "fired"
+    return state, None

@@ -313,7 +313,13 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-webhooks": {"task": "reviewqueue.tasks.webhooks.sweep", "schedule": timedelta(seconds=5)},
     # The reviewers' error rates, for the noise-aware tuner and the quality page.
     "estimate-reliability": {"task": "reviewqueue.tasks.estimate_reliability", "schedule": timedelta(seconds=60)},
+    # Alert conditions (SLA, age, deliveries, sandbox, paused reviewers); mode changes also trigger it.
+    "evaluate-alerts": {"task": "reviewqueue.tasks.evaluate_alerts", "schedule": timedelta(seconds=30)},
 }
+# An alert recovers only after its condition has not held for this long, and a
+# new episode fires no sooner after a recovery: a flapping queue sends at most
+# two messages in twice this time.
+ALERT_HOLD_SECONDS = envint("ALERT_HOLD_SECONDS", 300)
 # A run still "running" this long after its last start lost its message
 # (e.g. the embedded broker's worker was killed outright); it is sent again.
 REVIEWQUEUE_STALE_RUN_SECONDS = envint("REVIEWQUEUE_STALE_RUN_SECONDS", 900)

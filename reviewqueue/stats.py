@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from loops.intervals import wilson_interval
 
+from . import policy
 from .models import (
     CircuitBreakerEntry,
     DepthSample,
@@ -416,6 +417,7 @@ def snapshot(
         "audit_reject_share": audit.share,
         "audit_reject_ci95": [audit.low, audit.high],
         "audit_n": audit.n,
+        "sla": sla_figures(queue, now=now),
         "generated_at": now.isoformat(),
     }
 
@@ -639,3 +641,146 @@ def approve_rates_by_queue(queues: Sequence[Queue]) -> dict[int, ApproveRate]:
         )
         for pk in windows
     }
+
+
+# --- SLA: time to verdict, attainment and the forecast ---------------------------------
+
+# The SLA figures' windows.
+SLA_WINDOWS: dict[str, timedelta] = {"hour": timedelta(hours=1), "day": timedelta(hours=24)}
+# Human verdicts: what a producer waits for (a filtered item was never a human's to judge).
+HUMAN_DECIDED = (ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED, ReviewItem.Status.SENT_BACK)
+# A queue's percentiles read at most this many of its newest verdicts in a window.
+MAX_VERDICT_TIMES = 20_000
+# Upper bounds (seconds) of the time-to-verdict histogram on /metrics.
+TIME_TO_VERDICT_BUCKETS = (60.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 43200.0, 86400.0)
+
+
+def percentile(values: Sequence[float], pct: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default); None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * pct / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class VerdictTimes:
+    """Admission to verdict over one window, in seconds; ``within_sla`` is the share decided within the SLA."""
+
+    window: str
+    n: int
+    p50_seconds: float | None
+    p95_seconds: float | None
+    within_sla: float | None
+
+
+def verdict_times(queue: Queue, window: str, *, now: datetime) -> VerdictTimes:
+    """One queue's time to verdict over ``window`` ("hour" or "day"): the
+    newest verdicts decided in the window, read through ``queue_verdicts_by_time``."""
+    since = now - SLA_WINDOWS[window]
+    rows = (
+        ReviewItem.objects.filter(
+            queue_id=queue.pk, status__in=HUMAN_DECIDED, decided_at__gt=since, decided_at__lte=now
+        )
+        .order_by("-decided_at")
+        .values_list("created_at", "decided_at")[:MAX_VERDICT_TIMES]
+    )
+    waits = [max(0.0, (decided - created).total_seconds()) for created, decided in rows]
+    sla = queue.sla_minutes * 60
+    within = sum(1 for w in waits if w <= sla) / len(waits) if waits else None
+    return VerdictTimes(window, len(waits), percentile(waits, 50), percentile(waits, 95), within)
+
+
+def queue_forecast(queue: Queue, *, now: datetime, flow: Rates | None = None) -> policy.Forecast:
+    """The breach forecast from the live pace: the default window's arrival
+    and decision rates (the what-if's inputs), the kept depth and the oldest age."""
+    flow = flow or rates(RATE_WINDOWS[DEFAULT_RATE_WINDOW], now=now, queue=queue)
+    oldest = oldest_waiting_age(now=now, queue=queue)
+    return policy.forecast(
+        mode=policy.Mode(queue.mode),
+        depth=queue.depth,
+        marks=queue.watermarks(),
+        arrivals_per_min=flow.arrivals_per_min,
+        reviews_per_min=flow.decisions_per_min,
+        oldest_minutes=None if oldest is None else oldest / 60,
+        sla_minutes=queue.sla_minutes,
+    )
+
+
+def sla_figures(queue: Queue, *, now: datetime | None = None, flow: Rates | None = None) -> dict[str, Any]:
+    """One queue's SLA at a glance, JSON-safe: time to verdict p50/p95 and
+    the share within the SLA over the last hour and day, the oldest waiting
+    age and the forecast (in minutes and in words)."""
+    now = now or timezone.now()
+    times = {name: verdict_times(queue, name, now=now) for name in SLA_WINDOWS}
+    fc = queue_forecast(queue, now=now, flow=flow)
+    return {
+        "sla_minutes": queue.sla_minutes,
+        "age_high_minutes": queue.age_high_minutes,
+        "age_low_minutes": queue.age_low_minutes,
+        "oldest_waiting_seconds": oldest_waiting_age(now=now, queue=queue),
+        "time_to_verdict": {name: asdict(t) for name, t in times.items()},
+        "forecast": {
+            "minutes_to_high_watermark": fc.to_high_watermark,
+            "minutes_to_sla_breach": fc.to_sla_breach,
+            "stable": fc.stable,
+            "text": policy.forecast_words(fc, sla_minutes=queue.sla_minutes, mode=policy.Mode(queue.mode)),
+        },
+    }
+
+
+@dataclass(frozen=True)
+class VerdictHistogram:
+    """One queue's verdicts over the last day: cumulative counts per upper
+    bound (seconds), the count, the sum, and how many were within its SLA."""
+
+    buckets: list[tuple[float, int]]
+    count: int
+    sum_seconds: float
+    within_sla: int
+
+    @property
+    def attainment(self) -> float | None:
+        return self.within_sla / self.count if self.count else None
+
+
+def verdict_histograms_by_queue(queues: Sequence[Queue], *, now: datetime | None = None) -> dict[int, VerdictHistogram]:
+    """``VerdictHistogram`` of each queue, in one grouped query over the last
+    day's human verdicts (the ``decided_at`` index bounds it); queues with
+    none are absent. The SLA differs per queue, so each distinct SLA gets one
+    filtered count over the queues that have it."""
+    now = now or timezone.now()
+    since = now - SLA_WINDOWS["day"]
+    by_sla: dict[int, list[int]] = {}
+    for q in queues:
+        by_sla.setdefault(q.sla_minutes, []).append(q.pk)
+    latency = ExpressionWrapper(F("decided_at") - F("created_at"), output_field=DurationField())
+    counts: dict[str, Any] = {
+        f"le{i}": Count("pk", filter=Q(decided_at__lte=F("created_at") + timedelta(seconds=bound)))
+        for i, bound in enumerate(TIME_TO_VERDICT_BUCKETS)
+    }
+    for i, (minutes, pks) in enumerate(by_sla.items()):
+        counts[f"sla{i}"] = Count(
+            "pk", filter=Q(queue_id__in=pks, decided_at__lte=F("created_at") + timedelta(minutes=minutes))
+        )
+    rows = (
+        ReviewItem.objects.filter(
+            queue_id__in=[q.pk for q in queues], status__in=HUMAN_DECIDED, decided_at__gt=since, decided_at__lte=now
+        )
+        .values("queue_id")
+        .annotate(n=Count("pk"), total=Sum(latency), **counts)
+        .order_by()
+    )
+    out = {}
+    for row in rows:
+        total = row["total"]
+        out[row["queue_id"]] = VerdictHistogram(
+            buckets=[(bound, row[f"le{i}"]) for i, bound in enumerate(TIME_TO_VERDICT_BUCKETS)],
+            count=row["n"],
+            sum_seconds=total.total_seconds() if total is not None else 0.0,
+            within_sla=sum(row[f"sla{i}"] for i in range(len(by_sla))),
+        )
+    return out

@@ -7,7 +7,7 @@ redirects and tests reverse, so a path can change here without touching them.
 from django.contrib import admin
 from django.urls import include, path
 
-from .views import api, auth, deliveries, metrics, oidc, ops, quality, queues, review
+from .views import alerts, api, auth, deliveries, metrics, oidc, ops, quality, queues, review
 
 review_urls = (
     [
@@ -41,6 +41,11 @@ ops_urls = (
         path("export/download/", ops.export_download, name="export_download"),
         path("deliveries/", deliveries.deliveries, name="deliveries"),
         path("deliveries/<int:delivery_id>/redeliver/", deliveries.redeliver, name="delivery_redeliver"),
+        path("alerts/", alerts.alert_list, name="alerts"),
+        path("alerts/<int:alert_id>/acknowledge/", alerts.acknowledge, name="alert_acknowledge"),
+        path("alerts/channels/", alerts.channels, name="alert_channels"),
+        path("alerts/channels/<int:channel_id>/delete/", alerts.channel_delete, name="alert_channel_delete"),
+        path("alerts/channels/<int:channel_id>/test/", alerts.channel_test, name="alert_channel_test"),
         path("quality/", quality.quality_page, name="quality"),
         path("quality/items/<int:item_id>/settle/", quality.settle, name="quality_settle"),
         path("quality/items/<int:item_id>/gold/", quality.mark_gold, name="gold_mark"),

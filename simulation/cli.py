@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"gold items per reviewed item (default {NOISE_AWARE_GOLD_RATE:g} with --tuner noise_aware, else 0)",
     )
+    run.add_argument("--sla-minutes", type=float, default=None, help="target minutes to verdict: adds sla_attainment")
+    run.add_argument("--age-high-minutes", type=float, default=None, help="age watermark: draft mode above this")
+    run.add_argument("--age-low-minutes", type=float, default=None, help="age watermark: normal again below this")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--replications", type=int, default=1)
     run.add_argument("--workers", type=int, default=None, help="processes (default: auto)")
@@ -69,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch", type=int, default=None, help="DEMO_BATCH")
     demo.add_argument("--seeds", type=int, default=200)
     demo.add_argument("--json", action="store_true", help="print one JSON object")
+    check = sub.add_parser(
+        "forecast-check", help="how often the forecast of the time to the high watermark is within 25 %% of the model's"
+    )
+    check.add_argument("--replications", type=int, default=200)
+    check.add_argument("--seed", type=int, default=0)
+    check.add_argument("--model", choices=("article", "poisson"), default="article")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
     add_queues_parser(sub)
     return parser
 
@@ -191,6 +201,28 @@ def demo_load_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def forecast_check_main(args: argparse.Namespace) -> int:
+    from simulation.forecast_check import forecast_check
+
+    try:
+        out = forecast_check(args.replications, args.seed, args.model)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(
+            f"forecast of the time to the high watermark within 25 % of the {out['model']} model in "
+            f"{out['within_25pct']:.0%} of {out['replications']} runs (ratios {RATIO_TEXT}); "
+            f"median error {out['median_abs_error']:.0%}"
+        )
+    return 0
+
+
+RATIO_TEXT = "1.2-3"
+
+
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     changes: dict[str, Any] = {}
     if args.model is not None:
@@ -203,6 +235,9 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         changes["reviewers"] = args.reviewers
     if args.duration is not None:
         changes["duration_min"] = args.duration
+    for name in ("sla_minutes", "age_high_minutes", "age_low_minutes"):
+        if getattr(args, name) is not None:
+            changes[name] = getattr(args, name)
     changes.update(noise_changes(args))
     return dataclasses.replace(PRESETS[args.preset], **changes)
 
@@ -276,6 +311,11 @@ def format_table(d: dict[str, Any]) -> str:
         ("reviewed", f"{d['reviewed']:.1f}"),
         ("mean wait (min)", f"{d['mean_wait_min']:.2f}{ci('mean_wait_min_ci95')}"),
         ("p95 wait (min)", f"{d['p95_wait_min']:.2f}"),
+        *(
+            [("within SLA", f"{d['sla_attainment']:.1%} of {d['sla_minutes']:g} min")]
+            if d.get("sla_attainment") is not None
+            else []
+        ),
         ("max depth", f"{d['max_depth']:.1f}"),
         ("time in draft (min)", f"{d['time_in_draft_min']:.1f}"),
         ("step limit at end", f"{d['step_limit_final']:.2f}"),
@@ -290,6 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return queues_main(args)
     if args.command == "demo-load":
         return demo_load_main(args)
+    if args.command == "forecast-check":
+        return forecast_check_main(args)
     try:
         sc = scenario_from_args(args)
         if args.replications < 1:

@@ -65,6 +65,11 @@ class RunResult:
     step_limit_abs_error: float = 0.0
     extra_review_load_pct: float = 0.0
     extra_reviews: int = 0
+    # SLA (scenario.sla_minutes > 0): the share of reviewed items decided within it.
+    sla_met: int = 0
+    # When the queue first left normal mode (minutes), None if it never did.
+    first_draft_min: float | None = None
+    first_draft_depth: int | None = None
 
     @property
     def overflow_pct(self) -> float:
@@ -110,6 +115,9 @@ class SimQueue:
         self.priority_cdf = cumulative_weights(sc.priority_mix)
         self.quality_cdf = cumulative_weights(sc.quality_mix)
         self.idle: list[simpy.Event] = []
+        # Items under review, by seq: their arrival time counts for the oldest
+        # waiting age, as a claimed item's does in the live queue.
+        self.reviewing: dict[int, float] = {}
         # Without noise, double review or a noise-aware tuner the reviewers are the
         # published model's: always right, once per item, and nothing else is drawn.
         self.panel = ReviewPanel(sc, panel_seed, self.tuner) if sc.noisy_reviewers else None
@@ -165,6 +173,7 @@ class SimQueue:
                 marks=self.marks,
                 incoming=Candidate(item.priority, item.seq, item.seq),
                 sheddable=() if lowest is None else (Candidate(lowest.priority, lowest.seq, lowest),),
+                oldest_minutes=self.oldest_minutes(now),
             )
             if plan.shed is not None:
                 victim = item if plan.shed.key == item.seq else plan.shed.key
@@ -196,6 +205,15 @@ class SimQueue:
                 return lane[0]
         return None
 
+    def oldest_minutes(self, now: float) -> float | None:
+        """How long the oldest waiting item (queued or under review) has
+        waited; None when nothing waits or no age watermark asks."""
+        if not self.marks.has_age:
+            return None
+        head = self.peek()
+        arrived = [*self.reviewing.values(), *([head.arrived] if head is not None else [])]
+        return now - min(arrived) if arrived else None
+
     def peek(self) -> SimItem | None:
         """The item ``take`` would hand out next, left waiting (shed items
         at the front are dropped on the way, as ``take`` would)."""
@@ -214,6 +232,8 @@ class SimQueue:
                 self.waiting -= 1
                 if self.panel is not None:
                     item.review = self.panel.plan()
+                if self.marks.has_age:
+                    self.reviewing[item.seq] = item.arrived
                 return item
         return None
 
@@ -226,11 +246,20 @@ class SimQueue:
         if feeds_tuner:
             self.verdicts.append(approved)
         self.waits.append(now - item.arrived)
+        self.reviewing.pop(item.seq, None)
+        if self.sc.sla_minutes and now - item.arrived <= self.sc.sla_minutes:
+            result.sla_met += 1
         result.reviewed += 1
         result.approved += approved
         self.depth -= 1
         if self.sc.backpressure:
-            self._set_mode(now, next_mode(self.mode, self.depth, self.marks))
+            self._set_mode(now, next_mode(self.mode, self.depth, self.marks, self.oldest_minutes(now)))
+
+    def look_at_age(self, now: float) -> None:
+        """Time passing alone can move the mode under an age watermark, as the
+        live queue's periodic sampler sees it: look once a minute."""
+        if self.sc.backpressure and self.marks.has_age:
+            self._set_mode(now, next_mode(self.mode, self.depth, self.marks, self.oldest_minutes(now)))
 
     def _note_loss(self, now: float) -> None:
         minute = math.floor(now)
@@ -240,13 +269,18 @@ class SimQueue:
 
     def _set_mode(self, now: float, mode: Mode) -> None:
         if mode is not self.mode:
+            if self.mode is Mode.NORMAL and self.result.first_draft_min is None:
+                self.result.first_draft_min = now
+                self.result.first_draft_depth = self.depth
             self.mode_time[self.mode.value] += now - self.mode_since
             self.mode = mode
             self.mode_since = now
 
-    def end_of_minute(self) -> None:
+    def end_of_minute(self, now: float | None = None) -> None:
         """Sample the depth and let the tuner look at the last window of verdicts."""
         result = self.result
+        if now is not None:
+            self.look_at_age(now)
         result.depth_series.append(self.depth)
         if len(self.verdicts) >= self.tuner.window:
             self.step_limit = tune_step_limit(self.step_limit, list(self.verdicts), self.tuner)
@@ -299,7 +333,7 @@ def simulate(sc: Scenario, seed: int) -> RunResult:
             env.process(_poisson_reviewer(env, queue, mu, events))
         env.process(_clock(env, queue, events))
         env.run(until=sc.duration_min)
-        queue.end_of_minute()  # events at exactly the end time are not processed by run()
+        queue.end_of_minute(env.now)  # events at exactly the end time are not processed by run()
     return queue.finalise(float(sc.duration_min), events.scheduled)
 
 
@@ -338,7 +372,7 @@ def _article_reviewer(env: simpy.Environment, queue: SimQueue, events: EventTall
             quota -= item.review.cost
             queue.finish(env.now, item)
         owed = max(0, -quota)
-        queue.end_of_minute()
+        queue.end_of_minute(env.now)
         events.scheduled += 1
         yield env.timeout(1)
 
@@ -386,7 +420,7 @@ def _clock(env: simpy.Environment, queue: SimQueue, events: EventTally) -> Proc:
     for _ in range(queue.sc.duration_min - 1):
         events.scheduled += 1
         yield env.timeout(1)
-        queue.end_of_minute()
+        queue.end_of_minute(env.now)
 
 
 def cumulative_weights(weights: tuple[float, ...]) -> list[float]:

@@ -111,6 +111,11 @@ class Summary:
             "events": self.mean("events"),
             **self._noise_keys(),
         }
+        if sc.sla_minutes:
+            # Pooled over every reviewed item of every run, as the live figure is.
+            reviewed = sum(r.reviewed for r in runs)
+            out["sla_minutes"] = sc.sla_minutes
+            out["sla_attainment"] = sum(r.sla_met for r in runs) / reviewed if reviewed else None
         return out
 
     def _noise_keys(self) -> dict[str, Any]:

@@ -73,6 +73,12 @@ class Scenario:
     double_review_rate: float = 0.0
     gold_rate: float = 0.0
     review_team: int = 3
+    # The SLA and the age watermark (simulation/README.md, "SLA and the age
+    # watermark"), in minutes; 0 leaves each off. ``sla_minutes`` only adds
+    # ``sla_attainment`` to the results; the age watermark drives the mode.
+    sla_minutes: float = 0.0
+    age_high_minutes: float = 0.0
+    age_low_minutes: float = 0.0
 
     def __post_init__(self) -> None:
         _check(self.model in MODELS, "model", f"must be one of {', '.join(MODELS)}")
@@ -115,6 +121,7 @@ class Scenario:
             "quality_approve",
             "must hold one probability in [0, 1] per quality_mix entry",
         )
+        _check(math.isfinite(self.sla_minutes) and self.sla_minutes >= 0, "sla_minutes", "must be a number >= 0")
         # Validation of the queue's own numbers stays with the policy that uses them.
         self.watermarks()
         tuner = self.tuner()
@@ -125,7 +132,14 @@ class Scenario:
         )
 
     def watermarks(self) -> Watermarks:
-        return Watermarks(capacity=self.capacity, high=self.high_watermark, low=self.low_watermark)
+        age = self.age_high_minutes > 0 or self.age_low_minutes > 0
+        return Watermarks(
+            capacity=self.capacity,
+            high=self.high_watermark,
+            low=self.low_watermark,
+            age_high=self.age_high_minutes if age else None,
+            age_low=self.age_low_minutes if age else None,
+        )
 
     def tuner(self) -> TunerConfig:
         return TunerConfig(

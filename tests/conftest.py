@@ -31,6 +31,15 @@ def _fresh_routes() -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_alert_announcements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mode change asks a worker to evaluate alerts (services.depth). In
+    tests nobody consumes those messages, and left in the broker they would
+    reach the next test's real worker; the tests of the trigger itself
+    watch it in place of sending."""
+    monkeypatch.setattr("reviewqueue.services.depth.announce_mode_change", lambda queue_pk: None)
+
+
+@pytest.fixture(autouse=True)
 def _one_review_per_item(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Double review picks a share of items by a hash of their id, and ids
     depend on what ran before (PostgreSQL's sequences outlive a test's

@@ -26,7 +26,7 @@ from .. import policy
 from ..models import CircuitBreakerEntry, CutoffReason, FilterRule, Queue, ReviewItem
 from . import admission_pg, outbox, routing
 from .cleaning import clean_text, short_text
-from .depth import set_state
+from .depth import oldest_waiting_minutes, set_state
 from .errors import InvalidInput
 from .outcomes import AdmitResult
 
@@ -275,6 +275,7 @@ def _plan_and_apply(queue: Queue, item: ReviewItem, now: datetime) -> AdmitResul
         marks=queue.watermarks(),
         incoming=incoming,
         sheddable=[lowest.candidate()] if lowest else [],
+        oldest_minutes=oldest_waiting_minutes(queue, now),
     )
     shed_item: ReviewItem | None = None
     if plan.enqueue:

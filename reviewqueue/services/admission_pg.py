@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 import threading
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -58,6 +58,13 @@ def _admission_sql(db: BaseDatabaseWrapper) -> tuple[str, str]:
         items, rules = qn(ReviewItem._meta.db_table), qn(FilterRule._meta.db_table)
         policies = qn(Queue._meta.db_table)
         gates = f"EXISTS (SELECT 1 FROM {rules} WHERE status = %s AND queue_id = %s)"
+        # The age watermark: a waiting item admitted before the cutoff (NULL: no
+        # cutoff) is older than age_high, so the arrival is not a plain enqueue.
+        waiting = ", ".join(f"'{status}'" for status in ReviewItem.WAITING)
+        too_old = (
+            f"%s::timestamptz IS NOT NULL AND EXISTS (SELECT 1 FROM {items} WHERE queue_id = %s"
+            f" AND status IN ({waiting}) AND created_at < %s::timestamptz)"
+        )
         # Every value carries its column's type: INSERT ... SELECT would take
         # an untyped parameter (a NULL) for text. Text columns are cast to text,
         # not varchar(n), which would truncate silently instead of failing.
@@ -68,13 +75,17 @@ def _admission_sql(db: BaseDatabaseWrapper) -> tuple[str, str]:
             f"WITH counted AS (UPDATE {policies} SET depth = depth + 1, updated_at = %s"
             " WHERE id = %s AND archived_at IS NULL AND mode = %s AND depth BETWEEN %s AND %s"
             f" AND capacity = %s AND high_watermark = %s AND low_watermark = %s AND NOT {gates}"
+            " AND age_high_minutes IS NOT DISTINCT FROM %s::double precision"
+            " AND age_low_minutes IS NOT DISTINCT FROM %s::double precision"
+            f" AND NOT ({too_old})"
             " RETURNING depth),"
             f" inserted AS (INSERT INTO {items} ({', '.join(qn(f.column) for f in _INSERT_FIELDS)})"
             f" SELECT {', '.join(f'%s::{cast}' for cast in casts)} FROM counted RETURNING id)"
             " SELECT inserted.id, counted.depth FROM inserted, counted"
         )
         read = (
-            f"SELECT mode, depth, capacity, high_watermark, low_watermark, {gates} FROM {policies}"
+            f"SELECT mode, depth, capacity, high_watermark, low_watermark, {gates},"
+            f" age_high_minutes, age_low_minutes FROM {policies}"
             " WHERE id = %s AND archived_at IS NULL"
         )
         _admission_statements = (apply, read)
@@ -91,6 +102,18 @@ def _admission_cursor(pg: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
     return kept
 
 
+def _apply_params(queue: int, state: _SeenState, depths: range, now: datetime, item: ReviewItem) -> tuple[Any, ...]:
+    """The one-statement admission's parameters, in the order of its placeholders."""
+    marks = state.marks
+    age_limit = policy.plain_enqueue_age_limit(state.mode, marks)
+    cutoff = None if age_limit is None else now - timedelta(minutes=age_limit)
+    return (
+        (now, queue, state.mode.value, depths[0], depths[-1], marks.capacity, marks.high, marks.low)
+        + (FilterRule.Status.ENABLED, queue, marks.age_high, marks.age_low, cutoff, queue, cutoff)
+        + tuple(_insert_values(item))
+    )
+
+
 def admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetime) -> AdmitResult | None:
     """admit() for PostgreSQL outside a transaction: one prepared statement.
 
@@ -105,7 +128,11 @@ def admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetime
     and under READ COMMITTED it re-evaluates its WHERE on the newest row
     version after waiting, so concurrent admissions and verdicts never make
     it wrong, and, as long as they keep the depth inside the range, never make
-    it miss. After a miss it re-reads the state once and tries again.
+    it miss. Under an age watermark, a normal queue's statement also checks
+    that no waiting item is older than the watermark (one probe of the index
+    of waiting items by age); items only grow older, and a decided one only
+    makes the check stricter than it needs to be, so a concurrent change
+    never makes it wrong either. After a miss it re-reads the state once and tries again.
 
     Returns None, having changed nothing, whenever plan_admission must decide
     on the general path: outside the range (a watermark crossed, shedding), a
@@ -125,7 +152,7 @@ def admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetime
                 row = cursor.fetchone()
                 if row is None:  # archived: the general path refuses it
                     return None
-                marks = policy.Watermarks(capacity=row[2], high=row[3], low=row[4])
+                marks = policy.Watermarks(capacity=row[2], high=row[3], low=row[4], age_high=row[6], age_low=row[7])
                 state = _seen[queue] = _SeenState(policy.Mode(row[0]), marks, row[5])
                 depth = row[1]
             depths = policy.plain_enqueue_depths(state.mode, state.marks)
@@ -134,12 +161,7 @@ def admit_one_statement(db: BaseDatabaseWrapper, item: ReviewItem, now: datetime
             item.updated_at = now  # what pre_save of the auto_now field would do
             marks = state.marks
             try:
-                cursor.execute(
-                    apply_sql,
-                    (now, queue, state.mode.value, depths[0], depths[-1], marks.capacity, marks.high, marks.low)
-                    + (FilterRule.Status.ENABLED, queue, *_insert_values(item)),
-                    prepare=True,
-                )
+                cursor.execute(apply_sql, _apply_params(queue, state, depths, now, item), prepare=True)
             except psycopg.errors.UniqueViolation:
                 return None  # a duplicate key: the general path answers with the first item
             applied = cursor.fetchone()

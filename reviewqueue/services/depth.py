@@ -35,6 +35,21 @@ def queue_depth(queue: Queue | int | None = None) -> int:
     return ReviewItem.objects.filter(queue_id=pk, status__in=ReviewItem.WAITING).count()
 
 
+def oldest_waiting_minutes(queue: Queue, now: datetime) -> float | None:
+    """Minutes the queue's oldest waiting item has waited, for the age
+    watermark; None when nothing waits or the queue has no age watermark
+    (then nothing is read). One probe of ``queue_waiting_by_age``."""
+    if queue.age_high_minutes is None:
+        return None
+    oldest = (
+        ReviewItem.objects.filter(queue_id=queue.pk, status__in=ReviewItem.WAITING)
+        .order_by("created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    return None if oldest is None else max(0.0, (now - oldest).total_seconds() / 60)
+
+
 def set_state(queue: Queue, mode: policy.Mode, depth: int, now: datetime) -> None:
     """Store the queue's new depth and mode on the locked policy row; a mode
     change is also written to the mode history."""
@@ -44,14 +59,41 @@ def set_state(queue: Queue, mode: policy.Mode, depth: int, now: datetime) -> Non
             "queue mode changed",
             extra={"queue": queue.slug, "previous": queue.mode, "mode": mode.value, "depth": depth},
         )
+        queue_pk = queue.pk
+        transaction.on_commit(lambda: announce_mode_change(queue_pk))
     if (queue.mode, queue.depth) != (mode.value, depth):
         queue.mode, queue.depth = mode.value, depth
         queue.save(update_fields=["mode", "depth", "updated_at"])
 
 
+ALERTS_TASK = "reviewqueue.tasks.evaluate_alerts"
+# A mode change's evaluation that waited this long is dropped unrun: the
+# beat's evaluation (every 30 s) has seen the change by then.
+ALERTS_TASK_EXPIRES_SECONDS = 60
+
+
+def announce_mode_change(queue_pk: int) -> None:
+    """Ask a worker to look at the queue's alerts now. Best effort, like a
+    webhook announcement: the periodic evaluation finds the change anyway."""
+    from celery import current_app
+
+    try:
+        current_app.send_task(
+            ALERTS_TASK,
+            kwargs={"queue_id": queue_pk},
+            ignore_result=True,
+            retry=False,
+            expires=ALERTS_TASK_EXPIRES_SECONDS,
+        )
+    except Exception as exc:  # noqa: BLE001 - any broker failure; the beat's evaluation follows
+        log.warning("alert evaluation announcement failed", extra={"queue": queue_pk, "error": str(exc)[:200]})
+
+
 def after_depth_change(queue: Queue, depth: int, now: datetime) -> None:
-    """A verdict or an undo moved the depth: the watermarks may move the mode."""
-    set_state(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks()), depth, now)
+    """A verdict or an undo moved the depth: the watermarks (and the age
+    watermark) may move the mode."""
+    oldest = oldest_waiting_minutes(queue, now)
+    set_state(queue, policy.next_mode(policy.Mode(queue.mode), depth, queue.watermarks(), oldest), depth, now)
 
 
 def take_one_off_depth(queue_pk: int, now: datetime) -> Queue:
@@ -101,6 +143,8 @@ def reconcile_depth(queue: Queue | int | None = None, *, now: datetime | None = 
                 log.warning(
                     "queue depth reconciled", extra={"queue": locked.slug, "kept": locked.depth, "counted": actual}
                 )
+            if moved or locked.age_high_minutes is not None:
+                # Time passing alone moves the age watermark: look on every sample.
                 after_depth_change(locked, actual, now or timezone.now())
             drift += moved
     return drift

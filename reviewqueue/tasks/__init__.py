@@ -9,12 +9,13 @@ package, which imports its modules here so that all of them register.
 """
 
 from .loops import resubmit_stale_runs, run_loop
-from .ops import estimate_reliability, expire_leases, run_simulation, sample_depth
+from .ops import estimate_reliability, evaluate_alerts, expire_leases, run_simulation, sample_depth
 from .webhooks import deliver, sweep
 
 __all__ = [
     "deliver",
     "estimate_reliability",
+    "evaluate_alerts",
     "expire_leases",
     "resubmit_stale_runs",
     "run_loop",

@@ -8,9 +8,9 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from ..services import depth, leases, quality, simulations
+from ..services import alerts, depth, leases, quality, simulations
 
-__all__ = ["estimate_reliability", "expire_leases", "run_simulation", "sample_depth"]
+__all__ = ["estimate_reliability", "evaluate_alerts", "expire_leases", "run_simulation", "sample_depth"]
 
 
 @shared_task(name="reviewqueue.tasks.sample_depth", ignore_result=True, soft_time_limit=30, time_limit=60)
@@ -52,3 +52,11 @@ def estimate_reliability() -> float:
 def run_simulation(run_id: int) -> str:
     """Celery entry point for execute_simulation; safe to run twice."""
     return simulations.execute_simulation(run_id)
+
+
+@shared_task(name="reviewqueue.tasks.evaluate_alerts", ignore_result=True, soft_time_limit=50, time_limit=60)
+def evaluate_alerts(queue_id: int | None = None) -> int:
+    """Look at the alert conditions (one queue's, after its mode changed; all
+    on the beat) and send what fired or recovered (services.alerts). Safe to
+    repeat: an episode fires once and recovers once. Returns the alerts sent."""
+    return len(alerts.evaluate_alerts(now=timezone.now(), queue=queue_id))

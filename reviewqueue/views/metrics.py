@@ -58,6 +58,12 @@ class QueueNumbers:
     oldest: float = 0.0
     step_limit: float | None = None
     approve_rate: float | None = None
+    # Time to verdict over the last day: cumulative counts per bound, count, sum, within the SLA.
+    verdict_buckets: list[tuple[float, int]] = field(default_factory=list)
+    verdicts: int = 0
+    verdict_seconds: float = 0.0
+    within_sla: int = 0
+    sla_seconds: float | None = None  # one queue's setting: not given for _other
 
     def add(self, other: QueueNumbers) -> None:
         """Sum ``other`` into this one (the ``_other`` series): counts add,
@@ -75,6 +81,12 @@ class QueueNumbers:
                 mine[key] = mine.get(key, 0) + n  # type: ignore[index]
         self.lease_expiries += other.lease_expiries
         self.oldest = max(self.oldest, other.oldest)
+        if not self.verdict_buckets:
+            self.verdict_buckets = [(bound, 0) for bound, _ in other.verdict_buckets]
+        self.verdict_buckets = [(b, n + m) for (b, n), (_, m) in zip(self.verdict_buckets, other.verdict_buckets)]
+        self.verdicts += other.verdicts
+        self.verdict_seconds += other.verdict_seconds
+        self.within_sla += other.within_sla
 
 
 def labelled_queues(queues: list[Queue], depth: dict[int, int]) -> tuple[list[Queue], list[Queue]]:
@@ -101,6 +113,8 @@ def queue_numbers() -> list[QueueNumbers]:
     expiries = stats.lease_expiries_by_queue()
     oldest = stats.oldest_waiting_by_queue()
     approve = stats.approve_rates_by_queue(labelled)
+    verdicts = stats.verdict_histograms_by_queue(labelled + rest)
+    no_verdicts = stats.VerdictHistogram([(b, 0) for b in stats.TIME_TO_VERDICT_BUCKETS], 0, 0.0, 0)
     empty_statuses = dict.fromkeys(ReviewItem.Status.values, 0)
 
     def numbers(q: Queue, label: str) -> QueueNumbers:
@@ -115,12 +129,17 @@ def queue_numbers() -> list[QueueNumbers]:
             loops=dict(loops.get(q.pk, dict.fromkeys(LoopRun.Outcome.values, 0))),
             lease_expiries=expiries.get(q.pk, 0),
             oldest=oldest.get(q.pk, 0.0),
+            verdict_buckets=list(verdicts.get(q.pk, no_verdicts).buckets),
+            verdicts=verdicts.get(q.pk, no_verdicts).count,
+            verdict_seconds=verdicts.get(q.pk, no_verdicts).sum_seconds,
+            within_sla=verdicts.get(q.pk, no_verdicts).within_sla,
         )
 
     out = []
     for q in labelled:
         row = numbers(q, q.slug)
         row.step_limit = q.step_limit
+        row.sla_seconds = q.sla_minutes * 60.0
         rate = approve[q.pk].rate
         row.approve_rate = math.nan if rate is None else rate
         out.append(row)
@@ -191,7 +210,41 @@ class QueueCollector(Collector):
                 loops.add_metric([*label, outcome], n)
         yield from (depth, capacity, items, mode, arrivals, decisions, shed, step_limit, approve, expiries, oldest)
         yield loops
+        yield from sla_metrics(rows)
         yield from webhook_metrics()
+
+
+def sla_metrics(rows: list[QueueNumbers]) -> Iterator[Metric]:
+    """The SLA series: the oldest item waiting for a verdict, time to verdict
+    and the share within the SLA, by queue."""
+    q = ["queue"]
+    oldest_pending = GaugeMetricFamily(
+        "reviewqueue_oldest_pending_age_seconds",
+        "Age of the oldest item still waiting for a verdict (pending or claimed; 0 when empty).",
+        labels=q,
+    )
+    to_verdict = HistogramMetricFamily(
+        "reviewqueue_time_to_verdict_seconds",
+        "Admission to human verdict, over the verdicts of the last 24 h (a sliding window, not a running total).",
+        labels=q,
+    )
+    attainment = GaugeMetricFamily(
+        "reviewqueue_sla_attainment_ratio",
+        "Share of the last 24 h's human verdicts given within the queue's SLA (NaN without verdicts).",
+        labels=q,
+    )
+    target = GaugeMetricFamily(
+        "reviewqueue_sla_seconds", "The queue's SLA: target seconds from admission to verdict.", labels=q
+    )
+    for row in rows:
+        label = [row.label]
+        if row.sla_seconds is not None:
+            target.add_metric(label, row.sla_seconds)
+        oldest_pending.add_metric(label, row.oldest)
+        buckets = [(f"{bound:g}", n) for bound, n in row.verdict_buckets] + [("+Inf", row.verdicts)]
+        to_verdict.add_metric(label, buckets, sum_value=row.verdict_seconds)
+        attainment.add_metric(label, row.within_sla / row.verdicts if row.verdicts else math.nan)
+    yield from (target, oldest_pending, to_verdict, attainment)
 
 
 def webhook_metrics() -> Iterator[Metric]:

@@ -132,6 +132,7 @@ def dashboard_context(queue: Queue) -> dict[str, Any]:
     approve = stats.approve_rate(queue.tuner_window, queue=queue)
     audit = stats.audit_reject_share(queue=queue)
     ratio_warning = stats.ratio_stays_above_one(now=now, queue=queue)
+    sla = stats.sla_figures(queue, now=now, flow=flow)
     return {
         "announcement": announcement(queue, ratio_warning),
         "queue": queue,
@@ -144,7 +145,9 @@ def dashboard_context(queue: Queue) -> dict[str, Any]:
         "ratio_rule": rule_text,
         "ratio_css": rule_css,
         "ratio_warning": ratio_warning,
-        "oldest_age": fmt_duration(stats.oldest_waiting_age(now=now, queue=queue)),
+        "oldest_age": fmt_duration(sla["oldest_waiting_seconds"]),
+        "sla": sla,
+        "sla_rows": sla_rows(sla),
         "mode_rows": [(mode, fmt_duration(hour.get(mode, 0)), fmt_duration(day.get(mode, 0))) for mode in hour],
         "approve": approve,
         "audit": audit,
@@ -159,6 +162,16 @@ def dashboard_context(queue: Queue) -> dict[str, Any]:
         "quality": dashboard_summary(),
         **rules_context(queue),
     }
+
+
+def sla_rows(sla: dict[str, Any]) -> list[tuple[str, str, str, str, int]]:
+    """(window, p50, p95, share within the SLA, verdicts) for the SLA table."""
+    rows = []
+    for name, label in (("hour", "Last hour"), ("day", "Last 24 h")):
+        t = sla["time_to_verdict"][name]
+        within = "—" if t["within_sla"] is None else f"{t['within_sla']:.0%}"
+        rows.append((label, fmt_duration(t["p50_seconds"]), fmt_duration(t["p95_seconds"]), within, t["n"]))
+    return rows
 
 
 def rules_context(queue: Queue) -> dict[str, Any]:
@@ -270,6 +283,9 @@ def live_initial(window_key: str, queue: Queue) -> tuple[dict[str, Any], stats.R
         high_watermark=queue.high_watermark,
         low_watermark=queue.low_watermark,
         backpressure=True,
+        sla_minutes=float(queue.sla_minutes),
+        age_high_minutes=queue.age_high_minutes or 0.0,
+        age_low_minutes=queue.age_low_minutes or 0.0,
     )
     return initial, flow
 

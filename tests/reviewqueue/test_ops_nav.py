@@ -20,6 +20,7 @@ OPERATOR_LINKS = [
     "/ops/routing/",
     "/ops/quality/",
     "/ops/deliveries/",
+    "/ops/alerts/",
     "/api/docs",
 ]
 
@@ -40,6 +41,8 @@ def test_the_operator_menu_is_the_same_on_every_operator_page(client: Client, op
         "ops:routing",
         "ops:quality",
         "ops:deliveries",
+        "ops:alerts",
+        "ops:alert_channels",
     ):
         assert _menu(client.get(reverse(url)).content.decode()) == OPERATOR_LINKS, url
 

@@ -40,7 +40,7 @@ def _dangling_references(html: str) -> list[str]:
 
 
 def _form(**overrides: Any) -> dict[str, Any]:
-    data = Queue.current().snapshot()
+    data = {k: "" if v is None else v for k, v in Queue.current().snapshot().items()}
     data.update(overrides)
     return data
 

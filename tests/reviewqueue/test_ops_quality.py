@@ -226,7 +226,12 @@ def test_a_settle_form_without_a_label_comes_back_with_the_error_and_the_note(
 
 
 def test_the_policy_form_refuses_shares_outside_zero_to_one() -> None:
-    data = {**Queue.current().snapshot(), "double_review_rate": 1.5, "gold_rate": -0.1, "gold_min_accuracy": 2}
+    data = {
+        **{k: "" if v is None else v for k, v in Queue.current().snapshot().items()},
+        "double_review_rate": 1.5,
+        "gold_rate": -0.1,
+        "gold_min_accuracy": 2,
+    }
     form = PolicyForm(data, instance=Queue.current())
     assert not form.is_valid()
     assert form.errors["double_review_rate"] == ["The double-review rate is a share: from 0 to 1 (0.1 means 10 %)."]

@@ -3,6 +3,7 @@ that stops, comparing runs."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 from unittest import mock
 
@@ -11,6 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from reviewqueue import services
 from reviewqueue.models import SimulationRun
 from reviewqueue.services.simulations import execute_simulation
 from reviewqueue.tasks.ops import run_simulation
@@ -157,3 +159,21 @@ def test_it_compares_two_runs_side_by_side(client: Client, operator: User) -> No
     body = client.get(reverse("ops:whatif_compare"), {"a": a.pk, "b": b.pk}).content.decode()
     assert "preset A" in body and "preset B" in body
     assert body.count("overflow-pct") == 2
+
+
+def test_it_reports_the_sla_figures_of_its_scenario(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    response = client.post(reverse("ops:whatif_run"), _preset_form("D", sla_minutes=30))
+    run = SimulationRun.objects.get()
+    expected = run_replications(dataclasses.replace(PRESETS["D"], sla_minutes=30), 5, 0).to_dict()
+    assert run.result["sla_attainment"] == pytest.approx(expected["sla_attainment"])
+    assert 0 < run.result["sla_attainment"] < 1
+    page = client.get(response["Location"]).content.decode()
+    assert 'id="sla-attainment"' in page and "within 30 min" in page
+
+
+def test_live_values_bring_the_queues_sla_and_age_watermark(client: Client, operator: User) -> None:
+    services.policy_update(user=None, changes={"sla_minutes": 45, "age_high_minutes": 20, "age_low_minutes": 5})
+    client.force_login(operator)
+    initial = client.get(reverse("ops:whatif"), {"live": "1", "window": "15m"}).context["form"].initial
+    assert (initial["sla_minutes"], initial["age_high_minutes"], initial["age_low_minutes"]) == (45.0, 20.0, 5.0)

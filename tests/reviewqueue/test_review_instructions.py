@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _form(**overrides: Any) -> dict[str, Any]:
-    data = Queue.current().snapshot()
+    data = {k: "" if v is None else v for k, v in Queue.current().snapshot().items()}
     data.update(overrides)
     return data
 

@@ -15,7 +15,15 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from reviewqueue.models import FilterRule, GoldItem, ReviewerStanding, SimulationRun, WebhookDelivery
+from reviewqueue.models import (
+    Alert,
+    AlertChannel,
+    FilterRule,
+    GoldItem,
+    ReviewerStanding,
+    SimulationRun,
+    WebhookDelivery,
+)
 
 HX = {"HTTP_HX_REQUEST": "true"}
 HX_HEADERS = re.compile(r"""<body[^>]*\bhx-headers='([^']*)'""")
@@ -71,6 +79,8 @@ def url_for(admit_item: Any, operator: Any, reviewer: Any) -> Any:
         "reviewer_id": reviewer.pk,
         "slug": "default",
         "direction": "up",
+        "alert_id": Alert.objects.create(condition="mode", kind="fired", title="t", body="b").pk,
+        "channel_id": AlertChannel.objects.create(name="c", url="json://127.0.0.1:9/").pk,
     }
 
     def fill(route: str) -> str:

@@ -8,6 +8,7 @@ from reviewqueue.celery import app
 
 EXPECTED_TASKS = {
     "reviewqueue.tasks.estimate_reliability",
+    "reviewqueue.tasks.evaluate_alerts",
     "reviewqueue.tasks.expire_leases",
     "reviewqueue.tasks.resubmit_stale_runs",
     "reviewqueue.tasks.run_loop",
