@@ -312,6 +312,45 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     return counts
 
 
+def short_check(url: str, web: str, outputs: int = 20, decisions: int = 5) -> dict[str, Any]:
+    """The shorter check for the Kubernetes manifests (one web pod, one worker,
+    no /proc unmasking under podman kube play, so the red line must fail closed)."""
+    counts: dict[str, Any] = {}
+    token = sh(PODMAN, "exec", web, "python", "/app/manage.py", "create_api_token", "kube-smoke",
+               "--scopes", "outputs,tasks", "--metrics").split()[0]
+    password = secrets.token_urlsafe(12)
+    manage(web, "setup_roles", "--user", "kube-reviewer", "--role", "reviewer", "--password", password)
+    manage(web, "setup_roles", "--user", "kube-operator", "--role", "operator", "--password", password)
+    client = Client(url, token, timeout=30)
+    stored = 0
+    for i in range(outputs):
+        answer = client.push_output(
+            idempotency_key=f"kube-output-{i}", task_description=f"Kube task {i}", final_output=f"Output {i}",
+            cutoff_reason="step_limit",
+        )
+        stored += not isinstance(answer, Backpressure)
+    counts["outputs"] = stored
+    expect(stored == outputs, f"{outputs} outputs pushed")
+    refused = httpx.post(
+        url + "/api/tasks", json={"task": honest_tasks()[0], "run_id": "kube-run-1"},
+        headers={"Authorization": f"Bearer {token}"}, timeout=30,
+    )
+    counts["task_with_checks"] = refused.status_code
+    expect(
+        refused.status_code == 503 and refused.json().get("error") == "sandbox_unavailable",
+        "a task with checks is refused where bubblewrap cannot run (fails closed)",
+    )
+    reviewer = Reviewer(url, "kube-reviewer", password)
+    decided = sum(reviewer.decide_one(n) for n in range(decisions))
+    counts["decided"] = decided
+    expect(decided == decisions, f"the reviewer decided {decisions} items")
+    metrics = httpx.get(url + "/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    expect(metrics.status_code == 200 and "reviewqueue_depth{" in metrics.text, "/metrics shows the queue")
+    page = Reviewer(url, "kube-operator", password).http.get("/ops/").text
+    expect('id="sandbox-banner"' in page, "the dashboard says the red line is not sandboxed")
+    return counts
+
+
 SNAPSHOT_CODE = """
 import json
 from reviewqueue.models import ReviewItem, Verdict
