@@ -31,7 +31,14 @@ step() { printf '\n=== [%4ss] %s ===\n' "$(($(date +%s) - started))" "$*"; }
 work="$(mktemp -d)"
 compose() { podman-compose -p "$PROJECT" -f "$ROOT/compose.yaml" "$@"; }
 cleanup() {
+  local status=$?
   set +e
+  if [ "$status" != 0 ]; then
+    for c in $(podman ps -a --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}'); do
+      echo "--- $c (last lines)" >&2
+      podman logs --tail 15 "$c" 2>&1 | cut -c1-300 >&2
+    done
+  fi
   [ -n "${check_pid:-}" ] && kill "$check_pid" 2>/dev/null
   compose down -v >/dev/null 2>&1
   [ -f "$work/kube.yaml" ] && podman kube down "$work/kube.yaml" >/dev/null 2>&1
@@ -135,7 +142,7 @@ echo "pg_dump: $(($(stat -c %s "$work/backup.dump") / 1024)) KiB"
 compose down -v >/dev/null 2>&1
 compose up -d db >/dev/null 2>&1
 db=$(names db)
-for _ in $(seq 1 60); do podman exec "$db" pg_isready -q -U reviewqueue -d reviewqueue && break; sleep 1; done
+for _ in $(seq 1 60); do podman exec "$db" pg_isready -q -h 127.0.0.1 -U reviewqueue -d reviewqueue && break; sleep 1; done
 podman exec -i "$db" pg_restore -U reviewqueue -d reviewqueue --no-owner --exit-on-error <"$work/backup.dump"
 compose up -d >/dev/null 2>&1
 wait_healthy

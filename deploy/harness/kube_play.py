@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
-import smoke_check  # noqa: E402
+import smoke_check
 
 MANIFESTS = HERE.parent / "kubernetes"
 SERVICE_HOSTS = {"@db:5432": "@db-pod-0:5432", "redis://redis:6379": "redis://redis-pod-0:6379"}
@@ -89,7 +89,12 @@ def translate(port: int) -> list[dict[str, Any]]:
             doc["kind"], doc["apiVersion"] = "Deployment", "apps/v1"
         if kind == "Job":
             template = doc["spec"]["template"]
-            doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": doc["metadata"]["name"]}, "spec": template["spec"]}
+            doc = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": doc["metadata"]["name"]},
+                "spec": template["spec"],
+            }
         if doc["kind"] == "ConfigMap":
             out.append(doc)
             continue
@@ -147,7 +152,7 @@ def main() -> None:
         raise SystemExit("the kube play stack did not become healthy")
     healthy = round(time.monotonic() - started)
     print(f"  ok  kube play stack healthy after {healthy}s", flush=True)
-    web = [n for n in sh("podman", "ps", "--format", "{{.Names}}").stdout.split() if n.startswith("web-pod-0-")][0]
+    web = next(n for n in sh("podman", "ps", "--format", "{{.Names}}").stdout.split() if n.startswith("web-pod-0-"))
     migrate = sh("podman", "ps", "-a", "--format", "{{.Names}} {{.Status}}").stdout
     counts = smoke_check.short_check(url, web)
     counts["healthy_s"] = healthy

@@ -50,7 +50,7 @@ def main(out_dir: str) -> None:
     lines = ["[global]"] + [f"{key} = {value}" for key, value in settings.items()]
     (out / "pip.conf").write_text("\n".join(lines) + "\n")
     mounts = {str(out / "pip.conf"): "/etc/pip.conf"}
-    for key, value in settings.items():
+    for value in settings.values():
         for path in local_paths(value):
             mounts[path] = path
     for source, target in mounts.items():

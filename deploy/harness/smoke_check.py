@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 import yaml
 
-from reviewqueue.client import Backpressure, Client
+from reviewqueue.client import ApiError, Backpressure, Client
 
 ROOT = Path(__file__).resolve().parents[2]
 PODMAN = "podman"
@@ -188,8 +188,18 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
 
     # A producer token made in the web container; the reviewer and operator too.
     out = sh(
-        PODMAN, "exec", webs[0], "python", "/app/manage.py", "create_api_token", f"smoke-{secrets.token_hex(3)}",
-        "--scopes", "outputs,tasks", "--metrics", "--webhook", callback,
+        PODMAN,
+        "exec",
+        webs[0],
+        "python",
+        "/app/manage.py",
+        "create_api_token",
+        f"smoke-{secrets.token_hex(3)}",
+        "--scopes",
+        "outputs,tasks",
+        "--metrics",
+        "--webhook",
+        callback,
     ).split()
     token, receiver.secret = out[0], out[1]
     password = secrets.token_urlsafe(12)
@@ -199,25 +209,7 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     state.mkdir(parents=True, exist_ok=True)
 
     client = Client(args.url, token, timeout=30)
-    # 1. outputs
-    def push(i: int) -> str:
-        while True:
-            answer = client.push_output(
-                idempotency_key=f"smoke-output-{i}", task_description=f"Smoke task {i}: summarise the log",
-                final_output=f"Summary {i}: the service restarted twice.", cutoff_reason="step_limit",
-                attempt_count=3, task_id=f"smoke-{i % 10}",
-            )
-            if isinstance(answer, Backpressure):
-                time.sleep(min(answer.retry_after or 1, 2))
-                continue
-            return answer.outcome
-
-    with ThreadPoolExecutor(8) as pool:
-        outcomes = Counter(pool.map(push, range(args.outputs)))
-    counts["outputs"] = dict(outcomes)
-    expect(sum(outcomes.values()) == args.outputs, f"{args.outputs} outputs pushed through the proxy")
-
-    # 2. tasks with hidden checks: honest ones, and one whose check needs the network (the sandbox has none)
+    # 1. tasks with hidden checks: honest ones, and one whose check needs the network (the sandbox has none)
     tasks = honest_tasks()
     run_ids: dict[str, str] = {}
     hostile_task = dict(tasks[0])
@@ -234,7 +226,9 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     if args.faults and len(workers) > 1:
         time.sleep(1.0)
         sh(PODMAN, "kill", workers[-1])  # mid-run: its unacknowledged loops return to the queue
-        print(f"  killed worker {workers[-1]} mid-run", flush=True)
+        running = sum(client.run(r).outcome == "running" for r in run_ids)
+        counts["runs_unfinished_at_kill"] = running
+        print(f"  killed worker {workers[-1]} with {running} runs unfinished", flush=True)
         counts["worker_killed"] = workers[-1]
 
     deadline = time.monotonic() + args.run_timeout
@@ -242,7 +236,14 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     while time.monotonic() < deadline and len(finished) < len(run_ids):
         for run_id in run_ids:
             if run_id not in finished:
-                run = client.run(run_id)
+                try:
+                    run = client.run(run_id)
+                except ApiError as exc:
+                    # Two cores busy with sandboxed loops: a slow answer is retried, and counted.
+                    if exc.status_code < 500:
+                        raise
+                    counts["status_5xx_while_polling"] = counts.get("status_5xx_while_polling", 0) + 1
+                    continue
                 if run.outcome not in ("running", "queued", "pending", None):
                     finished[run_id] = run
         time.sleep(2)
@@ -251,8 +252,33 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     hostile_outcomes = [finished[r].outcome for r, kind in run_ids.items() if kind == "hostile" and r in finished]
     counts["runs_honest"] = dict(honest_outcomes)
     counts["runs_hostile"] = hostile_outcomes
-    expect(honest_outcomes.get("auto_passed", 0) == args.tasks - 1, "honest answers auto-passed in the worker's sandbox")
-    expect(bool(hostile_outcomes) and hostile_outcomes[0] != "auto_passed", "the check that needs the network did not pass")
+    expect(
+        honest_outcomes.get("auto_passed", 0) == args.tasks - 1, "honest answers auto-passed in the worker's sandbox"
+    )
+    expect(
+        bool(hostile_outcomes) and hostile_outcomes[0] != "auto_passed", "the check that needs the network did not pass"
+    )
+
+    # 2. outputs (after the runs: a full queue would put new loops in draft mode)
+    def push(i: int) -> str:
+        while True:
+            answer = client.push_output(
+                idempotency_key=f"smoke-output-{i}",
+                task_description=f"Smoke task {i}: summarise the log",
+                final_output=f"Summary {i}: the service restarted twice.",
+                cutoff_reason="step_limit",
+                attempt_count=3,
+                task_id=f"smoke-{i % 10}",
+            )
+            if isinstance(answer, Backpressure):
+                time.sleep(min(answer.retry_after or 1, 2))
+                continue
+            return answer.outcome
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = Counter(pool.map(push, range(args.outputs)))
+    counts["outputs"] = dict(outcomes)
+    expect(sum(outcomes.values()) == args.outputs, f"{args.outputs} outputs pushed through the proxy")
 
     # 3. the reviewer, through the proxy, across both web replicas; one replica stops mid-way
     reviewer = Reviewer(args.url, "smoke-reviewer", password)
@@ -295,7 +321,7 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
 
     # 5. /metrics and the dashboard
     metrics = httpx.get(args.url + "/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    depth = re.findall(r"^reviewqueue_depth\{[^}]*\} (\S+)", metrics.text, re.M)
+    depth = re.findall(r"^reviewqueue_depth\{[^}]*\} (\S+)", metrics.text, re.MULTILINE)
     counts["metrics_depth"] = sum(float(d) for d in depth)
     expect(metrics.status_code == 200 and bool(depth), "/metrics shows the queue")
     operator = Reviewer(args.url, "smoke-operator", password)
@@ -316,8 +342,18 @@ def short_check(url: str, web: str, outputs: int = 20, decisions: int = 5) -> di
     """The shorter check for the Kubernetes manifests (one web pod, one worker,
     no /proc unmasking under podman kube play, so the red line must fail closed)."""
     counts: dict[str, Any] = {}
-    token = sh(PODMAN, "exec", web, "python", "/app/manage.py", "create_api_token", "kube-smoke",
-               "--scopes", "outputs,tasks", "--metrics").split()[0]
+    token = sh(
+        PODMAN,
+        "exec",
+        web,
+        "python",
+        "/app/manage.py",
+        "create_api_token",
+        "kube-smoke",
+        "--scopes",
+        "outputs,tasks",
+        "--metrics",
+    ).split()[0]
     password = secrets.token_urlsafe(12)
     manage(web, "setup_roles", "--user", "kube-reviewer", "--role", "reviewer", "--password", password)
     manage(web, "setup_roles", "--user", "kube-operator", "--role", "operator", "--password", password)
@@ -325,15 +361,19 @@ def short_check(url: str, web: str, outputs: int = 20, decisions: int = 5) -> di
     stored = 0
     for i in range(outputs):
         answer = client.push_output(
-            idempotency_key=f"kube-output-{i}", task_description=f"Kube task {i}", final_output=f"Output {i}",
+            idempotency_key=f"kube-output-{i}",
+            task_description=f"Kube task {i}",
+            final_output=f"Output {i}",
             cutoff_reason="step_limit",
         )
         stored += not isinstance(answer, Backpressure)
     counts["outputs"] = stored
     expect(stored == outputs, f"{outputs} outputs pushed")
     refused = httpx.post(
-        url + "/api/tasks", json={"task": honest_tasks()[0], "run_id": "kube-run-1"},
-        headers={"Authorization": f"Bearer {token}"}, timeout=30,
+        url + "/api/tasks",
+        json={"task": honest_tasks()[0], "run_id": "kube-run-1"},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
     )
     counts["task_with_checks"] = refused.status_code
     expect(
