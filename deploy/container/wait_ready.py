@@ -34,6 +34,10 @@ def _ready(db_only: bool) -> str:
 def main(argv: list[str]) -> None:
     db_only = "--db-only" in argv
     command = argv[argv.index("--") + 1 :] if "--" in argv else []
+    if not os.environ.get("SECRET_KEY", "").strip():
+        # settings.py would make a key of its own, different in every replica:
+        # sessions and CSRF tokens would then fail whenever a request changes replica.
+        sys.exit("SECRET_KEY is empty: set it (the same for every service) in .env or the Secret")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewqueue.settings")
     sys.path.insert(0, "/app")
     import django
