@@ -18,8 +18,7 @@ WORKDIR /src
 COPY pyproject.toml ./
 RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
       >requirements.txt \
- && /opt/venv/bin/pip install --quiet -r requirements.txt \
- && /opt/venv/bin/python -m compileall -q /opt/venv/lib
+ && /opt/venv/bin/pip install --quiet -r requirements.txt
 
 FROM ${BASE_IMAGE} AS runtime
 # bubblewrap sandboxes every red-line candidate and check (docs/SECURITY.md);

@@ -14,6 +14,7 @@
 # that already exists is kept unless REBUILD=1.
 #
 #   deploy/local-base.sh            # needs root, debootstrap and podman
+#   deploy/local-base.sh python     # only these (the debian root is made first if missing)
 #   RQ_BASE_CACHE=/var/cache/x DEBIAN_MIRROR=http://mirror/debian deploy/local-base.sh
 set -euo pipefail
 
@@ -51,9 +52,16 @@ if ! have localhost/reviewqueue-debian:$SUITE; then
   trap - EXIT
 fi
 
+WANTED="${*:-python postgres redis nginx}"
+
 # build NAME: the Containerfile comes on stdin, FROM the imported root.
 build() {
   local name="$1"
+  case " $WANTED " in *" $name "*) ;; *)
+    cat >/dev/null
+    return
+    ;;
+  esac
   if have "localhost/reviewqueue-$name"; then
     say "localhost/reviewqueue-$name exists (REBUILD=1 to rebuild)"
     cat >/dev/null
