@@ -1,12 +1,16 @@
 """Wait until the database answers and, unless told otherwise, has every
 migration applied; then exec the command given.
 
-  python deploy/container/wait_ready.py [--db-only] -- gunicorn ...
+  python deploy/container/wait_ready.py [--db-only] [--retry N] -- gunicorn ...
 
 The migrate one-shot waits with --db-only; web, worker and beat wait for the
 migrations too. Compose orders them with depends_on conditions where the tool
 honours them; this makes the order hold where it does not (and on Kubernetes,
 where a Deployment does not wait on a Job). RQ_WAIT_SECONDS (300) bounds it.
+With --retry N the command runs as a child and is started again, up to N
+times in all, when it fails: the migration one-shot uses it, so a passing
+network hiccup (a name not resolved while the stack starts) does not leave
+every other service waiting. Only for commands that are safe to repeat.
 """
 
 import os
@@ -34,6 +38,7 @@ def _ready(db_only: bool) -> str:
 def main(argv: list[str]) -> None:
     db_only = "--db-only" in argv
     command = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     if not os.environ.get("SECRET_KEY", "").strip():
         # settings.py would make a key of its own, different in every replica:
         # sessions and CSRF tokens would then fail whenever a request changes replica.
@@ -55,6 +60,17 @@ def main(argv: list[str]) -> None:
     from django.db import connection
 
     connection.close()
+    retries = int(argv[argv.index("--retry") + 1]) if "--retry" in argv else 0
+    if command and retries:
+        import subprocess
+
+        for attempt in range(1, retries + 1):
+            status = subprocess.run(command, check=False).returncode
+            if status == 0:
+                return
+            print(f"attempt {attempt} of {retries} exited {status}", file=sys.stderr, flush=True)
+            time.sleep(3)
+        sys.exit(status)
     if command:
         os.execvp(command[0], command)
 
