@@ -94,6 +94,19 @@ def test_the_dashboard_shows_a_banner_when_the_red_line_is_not_sandboxed(
     assert 'id="sandbox-banner"' in page and "not sandboxed" in page
 
 
+def test_the_dashboard_says_sandboxed_when_bubblewrap_runs(
+    client: Client, operator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the deployed stack's smoke test reads: the positive statement, not only a missing banner."""
+    client.force_login(operator)
+    monkeypatch.delenv(sandbox.MODE_ENV, raising=False)
+    assert sandbox.status().sandboxed, sandbox.status().reason
+    page = client.get("/ops/").content.decode()
+    assert 'id="sandbox-status"' in page and "sandboxed (bubblewrap)" in page
+    monkeypatch.setenv(sandbox.MODE_ENV, "none")
+    assert 'id="sandbox-status"' not in client.get("/ops/").content.decode()
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_hostile_check_on_a_real_worker_reads_no_secret(broker_url: str, tmp_path: Path) -> None:
