@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviewqueue', '0010_many_queues'),
+        ('reviewqueue', '0011_reviewer_history_indexes'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

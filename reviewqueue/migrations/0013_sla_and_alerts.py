@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviewqueue', '0010_many_queues'),
+        ('reviewqueue', '0012_oidc_identity'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
