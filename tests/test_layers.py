@@ -65,6 +65,16 @@ def test_the_client_loads_neither_django_nor_celery() -> None:
     assert not {m for m in loaded if m.split(".")[0] in ("django", "celery", "kombu", "ninja")}
 
 
+@pytest.mark.parametrize(
+    ("adapter", "framework"), [("reviewqueue.integrations.langgraph", "langgraph"), ("reviewqueue.mcp", "mcp")]
+)
+def test_the_adapters_load_neither_django_nor_celery(adapter: str, framework: str) -> None:
+    # Each adapter is an extra over the client, installed where the agent runs.
+    loaded = loaded_after_import(adapter)
+    assert {adapter, "reviewqueue.client", framework} <= loaded
+    assert not {m for m in loaded if m.split(".")[0] in ("django", "celery", "kombu", "ninja")}
+
+
 def test_the_check_itself_sees_django_when_it_is_imported() -> None:
     # Guards the test above against passing because it could not see anything.
     assert "django" in loaded_after_import("django.db")
