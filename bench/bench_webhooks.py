@@ -81,7 +81,7 @@ def start_receiver(inbox: Inbox) -> tuple[ThreadingHTTPServer, int]:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             now = time.time()
             event = json.loads(body)
-            good = verify(inbox.secret, self.headers.get("Reviewqueue-Signature", ""), body)
+            good = verify(inbox.secret, self.headers, body) and self.headers.get("webhook-id") == event["id"]
             with inbox.lock:
                 if not good:
                     inbox.bad_signatures += 1

@@ -5,6 +5,7 @@ command share these; which scope an endpoint needs is the endpoint's business.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import secrets
@@ -31,9 +32,10 @@ def hash_token(token: str) -> str:
 
 
 def new_webhook_secret() -> str:
-    """A signing secret for webhooks: 256 random bits. Kept in the clear, since
-    the server signs with it; shown to the producer once."""
-    return f"{WEBHOOK_SECRET_PREFIX}{secrets.token_urlsafe(32)}"
+    """A signing secret for webhooks: 256 random bits, spelled as Standard
+    Webhooks libraries read it (``whsec_`` and padded standard base64). Kept in
+    the clear, since the server signs with it; shown to the producer once."""
+    return WEBHOOK_SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
 
 
 def issue_token(

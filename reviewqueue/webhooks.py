@@ -11,8 +11,8 @@ One attempt:
 2. **Cap** attempts in flight per receiving origin (scheme, host and port) at
    ``WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT``: a dead or hanging receiver can hold
    that many worker slots, never all of them, so other receivers' events flow.
-3. **Sign** ``"<t>.<body>"`` with the producer's webhook secret (HMAC-SHA256)
-   and POST it with httpx: no redirects, each phase bounded by
+3. **Sign** ``"<id>.<t>.<body>"`` with the producer's webhook secret
+   (Standard Webhooks: HMAC-SHA256 in ``webhook-signature``) and POST it with httpx: no redirects, each phase bounded by
    ``WEBHOOK_TIMEOUT_SECONDS``. No secret, or a host no longer allowed: the
    row fails with a clear ``last_error``; nothing is ever sent unsigned.
 4. **Record** the answer: 2xx is delivered; anything else schedules the next
@@ -33,8 +33,10 @@ import logging
 import random
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -43,13 +45,18 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from .client.errors import InvalidEvent, SignatureError
+from .client.signatures import ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signing_key, verify_signature
 from .models import ApiToken, WebhookDelivery
 from .services.outbox import announce
 
 log = logging.getLogger("reviewqueue.webhooks")
 
-EVENT_ID_HEADER = "Reviewqueue-Event-Id"
-SIGNATURE_HEADER = "Reviewqueue-Signature"
+# The deprecated headers, sent beside the standard ones for one release
+# (docs/API.md, "Signatures"); ID_HEADER, TIMESTAMP_HEADER and SIGNATURE_HEADER
+# are the Standard Webhooks ones.
+LEGACY_EVENT_ID_HEADER = "Reviewqueue-Event-Id"
+LEGACY_SIGNATURE_HEADER = "Reviewqueue-Signature"
 USER_AGENT = "reviewqueue-webhooks/1"
 # A lease outlives the attempt's timeout by this much (connect, send and read
 # are each bounded by the timeout; the margin covers recording the answer).
@@ -144,29 +151,41 @@ def origin(url: str) -> str:
 # --- signing ----------------------------------------------------------------------------
 
 
-def signature(secret: str, timestamp: int, body: bytes) -> str:
-    """The ``Reviewqueue-Signature`` value: ``t=<unix seconds>,v1=<hex HMAC-SHA256
-    of "<t>.<raw body>">``. The timestamp is signed too, so an old event
-    cannot be replayed with a fresh time."""
+def signature(secret: str, event_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value (Standard Webhooks): ``v1,<base64
+    HMAC-SHA256 of "<id>.<timestamp>.<raw body>">``, keyed with the secret's
+    bytes (``whsec_`` and base64). The id and the timestamp are signed, so an
+    old event cannot be replayed with a fresh time nor passed off as a new one
+    with another id. Raises ValueError for a secret that is not base64."""
+    return sign(secret, event_id, timestamp, body)
+
+
+def legacy_signature(secret: str, timestamp: int, body: bytes) -> str:
+    """The deprecated ``Reviewqueue-Signature`` value, still sent for one
+    release so receivers can move to the standard headers without losing an
+    event: ``t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`` keyed
+    with the secret's text. It does not cover ``Reviewqueue-Event-Id``."""
     mac = hmac.new(secret.encode("utf-8"), f"{timestamp}.".encode() + body, hashlib.sha256)
     return f"t={timestamp},v1={mac.hexdigest()}"
 
 
 def verify(
-    secret: str, header: str, body: bytes, *, now: float | None = None, tolerance: int = SIGNATURE_TOLERANCE_SECONDS
+    secret: str,
+    headers: Mapping[str, Any],
+    body: bytes,
+    *,
+    now: float | None = None,
+    tolerance: int = SIGNATURE_TOLERANCE_SECONDS,
 ) -> bool:
-    """What a receiver does: recompute the HMAC over the raw body, compare in
-    constant time, and refuse a timestamp further than ``tolerance`` seconds
-    from its clock. Any ``v1`` may match (several appear while a secret rotates)."""
-    fields = [part.split("=", 1) for part in header.split(",") if "=" in part]
-    stamps = [value for key, value in fields if key.strip() == "t"]
-    if len(stamps) != 1 or not stamps[0].strip().isdigit():
+    """What a receiver does, as a yes or no: the client's ``verify_signature``
+    (id, timestamp and raw body under the HMAC, compared in constant time,
+    a timestamp further than ``tolerance`` seconds from its clock refused;
+    any ``v1`` may match while a secret rotates). Any malformed header is a no."""
+    try:
+        verify_signature(secret, headers, body, tolerance, now=now)
+    except (SignatureError, InvalidEvent, ValueError):
         return False
-    timestamp = int(stamps[0])
-    if abs((time.time() if now is None else now) - timestamp) > tolerance:
-        return False
-    expected = signature(secret, timestamp, body).split("v1=", 1)[1]
-    return any(hmac.compare_digest(expected, value.strip()) for key, value in fields if key.strip() == "v1")
+    return True
 
 
 def secret_for(producer: str) -> str:
@@ -306,11 +325,16 @@ def _answer_error(code: int, excerpt: bytes) -> str:
 
 
 def headers_for(row: WebhookDelivery, secret: str, body: bytes, timestamp: int) -> dict[str, str]:
+    """The standard headers (the id and timestamp signed with the body), and
+    the deprecated ones beside them for this release."""
     return {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
-        EVENT_ID_HEADER: row.event_id,
-        SIGNATURE_HEADER: signature(secret, timestamp, body),
+        ID_HEADER: row.event_id,
+        TIMESTAMP_HEADER: str(timestamp),
+        SIGNATURE_HEADER: signature(secret, row.event_id, timestamp, body),
+        LEGACY_EVENT_ID_HEADER: row.event_id,
+        LEGACY_SIGNATURE_HEADER: legacy_signature(secret, timestamp, body),
     }
 
 
@@ -324,6 +348,10 @@ def refusal(row: WebhookDelivery) -> tuple[str, str]:
     secret = secret_for(row.producer)
     if not secret:
         return f"refused: producer {row.producer!r} has no active token with a webhook secret to sign with", ""
+    try:
+        signing_key(secret)
+    except ValueError:
+        return f"refused: producer {row.producer!r}'s webhook secret is not whsec_ and base64; rotate it", ""
     return "", secret
 
 

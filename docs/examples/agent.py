@@ -10,8 +10,10 @@ Two ways to wait:
 - ``--wait poll`` (the default) asks the server with ``wait_for_verdict``.
 - ``--wait webhook`` starts a small receiver on ``--listen`` and passes its
   address as the output's ``callback_url``; the receiver accepts only
-  requests whose ``Reviewqueue-Signature`` verifies with ``--secret``. The
-  server must allow the receiver's host (``WEBHOOK_ALLOWED_HOSTS``).
+  requests whose Standard Webhooks signature (``webhook-id``,
+  ``webhook-timestamp``, ``webhook-signature``) verifies with ``--secret``,
+  and takes each signed ``webhook-id`` once. The server must allow the
+  receiver's host (``WEBHOOK_ALLOWED_HOSTS``).
 
 How a revision is made is pluggable: ``--revise package.module:function``
 names a ``function(output: str, note: str) -> str``; from Python, pass
@@ -43,8 +45,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from reviewqueue.client import (
-    EVENT_ID_HEADER,
-    SIGNATURE_HEADER,
     Backpressure,
     Client,
     Event,
@@ -56,6 +56,8 @@ from reviewqueue.client import (
 Revise = Callable[[str, str], str]
 # The events after which an item will not change on its own.
 FINAL_EVENTS = {"item.decided", "item.sent_back", "item.shed", "item.filtered"}
+# A webhook body is a small JSON event; anything larger is refused unread.
+MAX_BODY = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -99,8 +101,10 @@ class WebhookWaiter:
     """Waits for the server's signed webhook on a receiver of its own.
 
     Deliveries may repeat (the server retries until it gets a 2xx), so events
-    are taken once by their ``Reviewqueue-Event-Id``. A request whose
-    signature does not verify is answered 400 and ignored.
+    are taken once by their signed id (``Event.id``, which
+    ``verify_signature`` checked against ``webhook-id``): an id that is not
+    signed could be changed by whoever replays a captured delivery. A request
+    that does not verify, however malformed, is answered 400 and ignored.
     """
 
     def __init__(self, secret: str, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -120,15 +124,14 @@ class WebhookWaiter:
     def receive(self, headers: Any, body: bytes) -> int:
         """Check one delivery and queue its event; the HTTP status to answer."""
         try:
-            event = verify_signature(self.secret, headers.get(SIGNATURE_HEADER), body)
+            event = verify_signature(self.secret, headers, body)
         except ReviewqueueError as exc:
             say("webhook_refused", code=exc.code)
             return 400
-        event_id = headers.get(EVENT_ID_HEADER) or event.id
         with self.lock:
-            if event_id in self.seen:
+            if event.id in self.seen:
                 return 200
-            self.seen.add(event_id)
+            self.seen.add(event.id)
         self.events.put(event)
         return 200
 
@@ -137,8 +140,11 @@ class WebhookWaiter:
 
         class Receiver(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                status = waiter.receive(self.headers, self.rfile.read(length))
+                length = self.headers.get("Content-Length") or "0"
+                if not length.isascii() or not length.isdigit() or int(length) > MAX_BODY:
+                    status = 400  # answer, never die: the sender learns it was refused
+                else:
+                    status = waiter.receive(self.headers, self.rfile.read(int(length)))
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

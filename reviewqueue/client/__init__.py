@@ -33,14 +33,24 @@ from .errors import (
     VerdictTimeout,
 )
 from .results import DECIDED_STATUSES, Backpressure, Event, Item, Output, Run, Verdict
-from .signatures import DEFAULT_TOLERANCE, EVENT_ID_HEADER, SIGNATURE_HEADER, verify_signature
+from .signatures import (
+    DEFAULT_TOLERANCE,
+    EVENT_ID_HEADER,
+    ID_HEADER,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    standard_secret,
+    verify_signature,
+)
 
 __all__ = [
     "DECIDED_STATUSES",
     "DEFAULT_RETRY_AFTER",
     "DEFAULT_TOLERANCE",
     "EVENT_ID_HEADER",
+    "ID_HEADER",
     "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
     "ApiError",
     "AsyncClient",
     "Backpressure",
@@ -61,5 +71,6 @@ __all__ = [
     "Unavailable",
     "Verdict",
     "VerdictTimeout",
+    "standard_secret",
     "verify_signature",
 ]

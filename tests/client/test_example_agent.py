@@ -4,8 +4,8 @@ send-back answer, and its webhook receiver against deliveries signed here."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import base64
+import http.client
 import importlib.util
 import json
 import os
@@ -13,13 +13,18 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+import standardwebhooks
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reviewqueue.client import Client
 from tests.client.stub import Answer, scripted
@@ -145,20 +150,28 @@ def test_a_held_back_push_is_repeated_with_the_same_key_after_the_wait() -> None
 
 # --- the webhook receiver -------------------------------------------------------------------
 
-SECRET = "whsec_example"
+SECRET = "whsec_" + base64.b64encode(b"example agent's key").decode()
 
 
-def deliver(url: str, event: dict[str, Any], *, secret: str = SECRET, age: int = 0) -> int:
+def signed(event: dict[str, Any], *, secret: str = SECRET, age: int = 0) -> tuple[bytes, dict[str, str]]:
+    """A delivery as a Standard Webhooks sender makes it (the library, not ours)."""
     body = json.dumps(event).encode()
     stamp = int(time.time()) - age
-    signature = hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
-    headers = {"Reviewqueue-Signature": f"t={stamp},v1={signature}", "Reviewqueue-Event-Id": event["id"]}
+    signature = standardwebhooks.Webhook(secret).sign(event["id"], datetime.fromtimestamp(stamp, UTC), body.decode())
+    return body, {"webhook-id": event["id"], "webhook-timestamp": str(stamp), "webhook-signature": signature}
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> int:
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
             return int(answer.status)
     except urllib.error.HTTPError as refused:
         return int(refused.code)
+
+
+def deliver(url: str, event: dict[str, Any], *, secret: str = SECRET, age: int = 0) -> int:
+    return post(url, *signed(event, secret=secret, age=age))
 
 
 def decided(event_id: str, item_id: int, decision: str) -> dict[str, Any]:
@@ -178,7 +191,7 @@ def test_the_receiver_takes_only_signed_fresh_events_and_each_once() -> None:
     waiter = agent.WebhookWaiter(SECRET)
     try:
         url = waiter.callback_url
-        assert deliver(url, decided("evt_forged", 5, "approve"), secret="whsec_guess") == 400
+        assert deliver(url, decided("evt_forged", 5, "approve"), secret="whsec_Z3Vlc3M=") == 400
         assert deliver(url, decided("evt_old", 5, "approve"), age=3600) == 400
         assert deliver(url, decided("evt_other", 4, "approve")) == 200
         assert deliver(url, decided("evt_1", 5, "reject")) == 200
@@ -189,3 +202,56 @@ def test_the_receiver_takes_only_signed_fresh_events_and_each_once() -> None:
             waiter.wait(5, timeout=0.2)
     finally:
         waiter.close()
+
+
+def test_a_captured_delivery_replayed_under_new_ids_is_taken_once() -> None:
+    """The reported replay: the same body and signature sent again with other
+    id headers (the old unsigned one, or a new webhook-id) is not a new event."""
+    agent = load_agent()
+    waiter = agent.WebhookWaiter(SECRET)
+    try:
+        body, headers = signed(decided("evt_1", 5, "reject"))
+        assert post(waiter.callback_url, body, headers) == 200
+        for n in range(4):
+            assert post(waiter.callback_url, body, {**headers, "Reviewqueue-Event-Id": f"evt_new{n}"}) == 200
+            assert post(waiter.callback_url, body, {**headers, "webhook-id": f"evt_new{n}"}) == 400
+        assert waiter.wait(5, timeout=10).status == "rejected"
+        assert waiter.events.empty(), "a replay was taken as a new event"
+    finally:
+        waiter.close()
+
+
+@pytest.fixture(scope="module")
+def standing_waiter() -> Iterator[Any]:
+    waiter = load_agent().WebhookWaiter(SECRET)
+    yield waiter
+    waiter.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["webhook-id", "webhook-timestamp", "webhook-signature"]),
+        st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0xFF), max_size=450),
+        max_size=3,
+    ),
+    st.sampled_from([None, "abc", "-1", "\u00b2", "99999999999", "1e3"]),
+)
+def test_the_receiver_answers_400_to_any_malformed_header(
+    standing_waiter: Any, fuzzed: dict[str, str], length: str | None
+) -> None:
+    """Fuzzed headers (and Content-Length), sent over HTTP: the receiver
+    always answers 400 and never dies; a good delivery afterwards gets through."""
+    body = json.dumps(decided("evt_f", 1, "approve")).encode()
+    port = urllib.parse.urlsplit(standing_waiter.callback_url).port
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.putrequest("POST", "/reviewqueue", skip_accept_encoding=True)
+        for name, value in fuzzed.items():
+            connection.putheader(name, value.encode("latin-1"))
+        connection.putheader("Content-Length", (length or str(len(body))).encode("latin-1"))
+        connection.endheaders(b"" if length else body)
+        assert connection.getresponse().status == 400
+    finally:
+        connection.close()
+    assert deliver(standing_waiter.callback_url, decided("evt_ok", 2, "approve")) == 200

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import standardwebhooks
 from django.db import transaction
 from django.utils import timezone
 
@@ -37,8 +38,16 @@ def test_a_verdict_reaches_the_receiver_signed_with_the_producers_secret(
 
     (request,) = receiver.requests
     token = producer_token[0]
-    assert webhooks.verify(token.webhook_secret, request.headers["Reviewqueue-Signature"], request.body)
+    assert webhooks.verify(token.webhook_secret, request.headers, request.body)
+    assert request.headers["webhook-id"] == row.event_id
+    # any Standard Webhooks receiver verifies it unchanged, with the secret as issued
+    assert standardwebhooks.Webhook(token.webhook_secret).verify(request.body, request.headers)["id"] == row.event_id
+    # the deprecated headers ride along for one release (docs/API.md, "Signatures")
     assert request.headers["Reviewqueue-Event-Id"] == row.event_id
+    stamp = int(request.headers["webhook-timestamp"])
+    assert request.headers["Reviewqueue-Signature"] == webhooks.legacy_signature(
+        token.webhook_secret, stamp, request.body
+    )
     assert request.headers["Content-Type"] == "application/json"
     assert request.headers["User-Agent"] == "reviewqueue-webhooks/1"
     event = request.event
@@ -66,7 +75,7 @@ def test_a_failing_answer_is_retried_later_with_the_same_bytes(decided: Any, rec
     make_due(row)
     assert webhooks.deliver(row.pk) == "delivered"
     bodies = {r.body for r in receiver.requests}
-    ids = {r.headers["Reviewqueue-Event-Id"] for r in receiver.requests}
+    ids = {r.headers["webhook-id"] for r in receiver.requests}
     assert len(receiver.requests) == 3 and len(bodies) == 1 and ids == {row.event_id}
     row.refresh_from_db()
     assert (row.status, row.attempts) == ("delivered", 3)
@@ -177,7 +186,7 @@ def test_redeliver_sends_the_same_event_id_and_body_again(decided: Any, receiver
     assert webhooks.deliver(row.pk) == "delivered"
     first, second = receiver.requests
     assert first.body == second.body
-    assert first.headers["Reviewqueue-Event-Id"] == second.headers["Reviewqueue-Event-Id"] == row.event_id
+    assert first.headers["webhook-id"] == second.headers["webhook-id"] == row.event_id
     assert webhooks.redeliver([row.pk, row.pk + 999]) == 1
 
 

@@ -3,40 +3,49 @@ edges, and the retry schedule's bounds."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reviewqueue import webhooks
 from reviewqueue.webhooks import CallbackRefused, check_callback_url
 
-SECRET = "whsec_test-secret"
+SECRET = "whsec_" + base64.b64encode(b"test secret, 32 bytes of key....").decode()
+HEADERS = {"webhook-id": "evt_1", "webhook-timestamp": "1000"}
 
 
-def independent_hmac(secret: str, timestamp: int, body: bytes) -> str:
-    return hmac.new(secret.encode(), str(timestamp).encode() + b"." + body, hashlib.sha256).hexdigest()
+def independent_hmac(secret: str, event_id: str, timestamp: int, body: bytes) -> str:
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    digest = hmac.new(key, f"{event_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
 
 
-def test_the_signature_is_hmac_sha256_of_timestamp_dot_raw_body() -> None:
+def test_the_signature_is_hmac_sha256_of_id_dot_timestamp_dot_raw_body() -> None:
     body = '{"id":"evt_1","note":"naïve \\u2028"}'.encode()
-    header = webhooks.signature(SECRET, 1_700_000_000, body)
-    assert header == f"t=1700000000,v1={independent_hmac(SECRET, 1_700_000_000, body)}"
+    assert webhooks.signature(SECRET, "evt_1", 1_700_000_000, body) == independent_hmac(
+        SECRET, "evt_1", 1_700_000_000, body
+    )
 
 
 def test_verify_accepts_the_signed_body_and_refuses_any_change() -> None:
     body = b'{"id":"evt_1"}'
-    header = webhooks.signature(SECRET, 1_000, body)
-    assert webhooks.verify(SECRET, header, body, now=1_010)
-    assert not webhooks.verify(SECRET, header, body + b" ", now=1_010)
-    assert not webhooks.verify("whsec_other", header, body, now=1_010)
-    assert not webhooks.verify(SECRET, header.replace("t=1000", "t=1001"), body, now=1_010)
-    assert not webhooks.verify(SECRET, header, body, now=1_000 + 301), "a stale timestamp is a replay"
-    assert not webhooks.verify(SECRET, "v1=" + header.split("v1=")[1], body, now=1_010), "no timestamp"
+    signed = {**HEADERS, "webhook-signature": webhooks.signature(SECRET, "evt_1", 1_000, body)}
+    other = "whsec_" + base64.b64encode(b"another key").decode()
+    assert webhooks.verify(SECRET, signed, body, now=1_010)
+    assert not webhooks.verify(SECRET, signed, body + b" ", now=1_010)
+    assert not webhooks.verify(other, signed, body, now=1_010)
+    assert not webhooks.verify(SECRET, {**signed, "webhook-timestamp": "1001"}, body, now=1_010)
+    assert not webhooks.verify(SECRET, {**signed, "webhook-id": "evt_2"}, body, now=1_010), "the id is signed"
+    assert not webhooks.verify(SECRET, signed, body, now=1_000 + 301), "a stale timestamp is a replay"
+    assert not webhooks.verify(SECRET, {k: v for k, v in signed.items() if k != "webhook-timestamp"}, body, now=1_010)
     # several v1 values (during a rotation) verify if any matches
-    rotated = f"t=1000,v1={'0' * 64},v1={independent_hmac(SECRET, 1000, body)}"
+    rotated = {**HEADERS, "webhook-signature": f"v1,{'A' * 44} {independent_hmac(SECRET, 'evt_1', 1000, body)}"}
     assert webhooks.verify(SECRET, rotated, body, now=1_000)
 
 
@@ -138,18 +147,58 @@ def test_backoff_over_a_day_gives_about_two_dozen_attempts(settings: Any) -> Non
     assert 25 <= attempts <= 60
 
 
-def test_the_verification_recipe_in_the_api_docs_verifies_our_signature() -> None:
-    """The Python a receiver copies from docs/API.md accepts what we send and
-    refuses a tampered body."""
+def recipe() -> Any:
+    """The ``verify`` a receiver copies from docs/API.md."""
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[3] / "docs" / "API.md").read_text()
-    recipe = doc.split("**Verifying.**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    text = doc.split("**Verifying.**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     namespace: dict[str, Any] = {}
-    exec(compile(recipe, "API.md", "exec"), namespace)  # noqa: S102 - the project's own docs
-    body = b'{"id":"evt_9","type":"item.decided"}'
+    exec(compile(text, "API.md", "exec"), namespace)  # noqa: S102 - the project's own docs
+    return namespace["verify"]
+
+
+def test_the_verification_recipe_in_the_api_docs_verifies_our_signature() -> None:
+    """The Python a receiver copies from docs/API.md accepts what we send and
+    refuses a tampered body or another id."""
     import time
 
-    header = webhooks.signature(SECRET, int(time.time()), body)
-    assert namespace["verify"](SECRET, header, body)
-    assert not namespace["verify"](SECRET, header, body.replace(b"9", b"8"))
+    verify = recipe()
+    body = b'{"id":"evt_9","type":"item.decided"}'
+    stamp = int(time.time())
+    signed = {"webhook-id": "evt_9", "webhook-timestamp": str(stamp)}
+    signed["webhook-signature"] = webhooks.signature(SECRET, "evt_9", stamp, body)
+    assert verify(SECRET, signed, body) == "evt_9"
+    assert verify(SECRET, signed, body.replace(b"9", b"8")) is None
+    assert verify(SECRET, {**signed, "webhook-id": "evt_8"}, body) is None
+
+
+fuzz_text = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet="0123456789\u00b2\u0663\uff11 .-", max_size=450),
+    st.builds(lambda parts: " ".join(parts), st.lists(st.text(alphabet="v1,=+/aA\u00e9", max_size=12), max_size=4)),
+    st.none(),
+    st.integers(),
+    st.binary(max_size=20),
+)
+fuzz_headers = st.builds(
+    lambda i, t, s: {
+        k: v for k, v in (("webhook-id", i), ("webhook-timestamp", t), ("webhook-signature", s)) if v is not None
+    },
+    fuzz_text,
+    fuzz_text,
+    fuzz_text,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fuzz_headers)
+def test_fuzzed_headers_are_refused_by_the_servers_helper_and_the_docs_recipe(fuzzed: dict[str, Any]) -> None:
+    """Every malformed header ends in the documented answer: False from the
+    server's helper, None from the recipe in docs/API.md; never an exception."""
+    body = b'{"id":"evt_1"}'
+    assert webhooks.verify(SECRET, fuzzed, body, now=1_000) is False
+    assert RECIPE(SECRET, fuzzed, body) is None
+
+
+RECIPE = recipe()
