@@ -45,12 +45,12 @@ from langgraph.config import get_config
 from langgraph.types import Command, interrupt
 
 from reviewqueue.client import (
-    SIGNATURE_HEADER,
     Backpressure,
     Client,
     Event,
     Item,
     ReviewqueueError,
+    standard_secret,
     verify_signature,
 )
 
@@ -362,22 +362,6 @@ class Resumer:
 # --- the webhook receiver ---------------------------------------------------------------------
 
 
-class Headers(Mapping[str, str]):
-    """Request headers looked up without regard to case, as HTTP names them."""
-
-    def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
-        self._headers = {name.lower(): value for name, value in pairs}
-
-    def __getitem__(self, name: str) -> str:
-        return self._headers[name.lower()]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._headers)
-
-    def __len__(self) -> int:
-        return len(self._headers)
-
-
 class WebhookReceiver:
     """Receives reviewqueue's signed webhooks and hands each verified event to
     ``handle`` (``Resumer.on_event``, say). Mount ``receiver.wsgi`` in a WSGI
@@ -387,13 +371,15 @@ class WebhookReceiver:
     500, so the server delivers the event again."""
 
     def __init__(self, secret: str, handle: Callable[[Event], Any]) -> None:
+        standard_secret(secret)  # a secret that is not whsec_<base64> is refused here, not at each delivery
         self.secret = secret
         self.handle = handle
 
     def receive(self, headers: Mapping[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
-        """The status and JSON body to answer one delivery with."""
+        """The status and JSON body to answer one delivery with. ``headers``
+        in any case: ``verify_signature`` reads the ones it signs."""
         try:
-            event = verify_signature(self.secret, headers.get(SIGNATURE_HEADER), body)
+            event = verify_signature(self.secret, headers, body)
         except ReviewqueueError as exc:
             return 400, {"error": exc.code}
         try:
@@ -410,7 +396,7 @@ class WebhookReceiver:
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else b""
         pairs = [(k[5:].replace("_", "-"), v) for k, v in environ.items() if k.startswith("HTTP_")]
-        return self._wsgi_answer(start_response, *self.receive(Headers(pairs), body))
+        return self._wsgi_answer(start_response, *self.receive(dict(pairs), body))
 
     @staticmethod
     def _wsgi_answer(start_response: Callable[..., Any], status: int, body: dict[str, Any]) -> list[bytes]:
@@ -435,7 +421,7 @@ class WebhookReceiver:
         else:
             pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
             # The handler resumes a graph, which blocks: off the event loop.
-            status, answer = await asyncio.to_thread(self.receive, Headers(pairs), b"".join(chunks))
+            status, answer = await asyncio.to_thread(self.receive, dict(pairs), b"".join(chunks))
         payload = json.dumps(answer).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})

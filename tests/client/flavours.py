@@ -6,21 +6,36 @@ therefore holds the two to the same contract."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
-from collections.abc import Callable
-from typing import Any, Self
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, Self, TypeVar
 
 import httpx
 
 from reviewqueue.client import AsyncClient, Client
 
+T = TypeVar("T")
+
+
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` in a thread of its own: a test process may already
+    have an event loop running in its main thread (Playwright's, in a run
+    that includes the browser tests)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
 
 class Blocking:
-    """An AsyncClient whose coroutine methods block until done."""
+    """An AsyncClient whose coroutine methods block until done, run on an
+    event loop in a thread of its own (see ``run_async``)."""
 
     def __init__(self, client: AsyncClient) -> None:
         self.client = client
         self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.client, name)
@@ -28,12 +43,14 @@ class Blocking:
             return attr
 
         def run(*args: Any, **kwargs: Any) -> Any:
-            return self.loop.run_until_complete(attr(*args, **kwargs))
+            return asyncio.run_coroutine_threadsafe(attr(*args, **kwargs), self.loop).result()
 
         return run
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.client.aclose())
+        asyncio.run_coroutine_threadsafe(self.client.aclose(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
         self.loop.close()
 
     def __enter__(self) -> Self:

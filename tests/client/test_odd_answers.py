@@ -3,7 +3,6 @@ the client says what went wrong in its own typed error."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +10,7 @@ import httpx
 import pytest
 
 from reviewqueue.client import ApiError, AsyncClient, Client, ReviewqueueError
+from tests.client.flavours import run_async
 from tests.client.stub import Answer, scripted
 
 
@@ -52,5 +52,5 @@ def test_an_async_callers_own_http_client_is_left_open() -> None:
         return mine
 
     with scripted(Answer(200, {"depth": 0})) as server:
-        mine = asyncio.run(use(server.url))
+        mine = run_async(use(server.url))
     assert not mine.is_closed

@@ -3,6 +3,7 @@ webhook deliveries signed by the server's own signing code."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import io
 import json
@@ -14,7 +15,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "langgraph_review.py"
-SECRET = "whsec_graph"
+SECRET = "whsec_" + base64.b64encode(b"a graph's webhook secret").decode()
+GUESS = "whsec_" + base64.b64encode(b"somebody's guess at it").decode()
 
 
 def load_example() -> ModuleType:

@@ -8,7 +8,6 @@ tests/browser/test_langgraph_review.py."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import threading
 from pathlib import Path
@@ -19,8 +18,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from reviewqueue.client import Client
 from reviewqueue.integrations.langgraph import Ledger, Resumer, WebhookReceiver
+from tests.client.flavours import run_async
 from tests.client.stub import Answer, scripted
-from tests.integrations.langgraph_helpers import SECRET, event, load_example, signed, wsgi_post
+from tests.integrations.langgraph_helpers import GUESS, SECRET, event, load_example, signed, wsgi_post
 
 FIRST = "def is_even(n):\n    return n % 2 == 0\n"
 
@@ -176,7 +176,7 @@ def test_the_receiver_refuses_forged_and_stale_deliveries_and_acts_on_none(tmp_p
         rig = Rig(server.url, tmp_path)
         rig.start("t-1")
         body = event(7, "t-1", decision="approve")
-        forged = rig.deliver(body, secret="whsec_guess")
+        forged = rig.deliver(body, secret=GUESS)
         stale = rig.deliver(body, age=3600)
         unsigned = wsgi_post(rig.receiver.wsgi, {}, body)
         paused = rig.state("t-1").interrupts
@@ -206,8 +206,8 @@ def test_the_receiver_mounts_as_an_asgi_app(tmp_path: Path) -> None:
             raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
             await rig.receiver.asgi({"type": "http", "method": "POST", "headers": raw}, receive, send)
 
-        asyncio.run(post(signed(body, secret="whsec_guess")))
-        asyncio.run(post(signed(body)))
+        run_async(post(signed(body, secret=GUESS)))
+        run_async(post(signed(body)))
         state = rig.state("t-1")
         rig.close()
     assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [400, 200]

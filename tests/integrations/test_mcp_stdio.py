@@ -17,6 +17,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from reviewqueue.mcp.server import ADVICE
+from tests.client.flavours import run_async
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ def with_session(url: str, token: str, scenario: Callable[[ClientSession], Await
             await session.initialize()
             return await scenario(session)
 
-    return asyncio.run(run())
+    return run_async(run())
 
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> tuple[dict[str, Any], bool]:
