@@ -109,6 +109,8 @@ def build_server(settings: Settings, *, name: str = "reviewqueue") -> MCPServer:
         ),
     )
 
+    clients: list[AsyncClient] = []
+
     async def call(use: Callable[[AsyncClient], Awaitable[CallToolResult]]) -> CallToolResult:
         if not settings.token:
             return result(
@@ -118,11 +120,14 @@ def build_server(settings: Settings, *, name: str = "reviewqueue") -> MCPServer:
                 },
                 error=True,
             )
-        async with AsyncClient(settings.url, settings.token) as client:
-            try:
-                return await use(client)
-            except ReviewqueueError as exc:
-                return refusal(exc)
+        if not clients:
+            # One client for the server's life: its connections are kept alive
+            # between tool calls (the server runs one event loop).
+            clients.append(AsyncClient(settings.url, settings.token))
+        try:
+            return await use(clients[0])
+        except ReviewqueueError as exc:
+            return refusal(exc)
 
     @server.tool()
     async def request_review(

@@ -129,3 +129,44 @@ def test_a_token_without_the_scope_or_no_token_is_a_readable_refusal(live_url: s
     assert failed and (scraper["error"], scraper["missing_scope"]) == ("forbidden", "outputs")
     missing, failed = with_session(live_url, "", push)
     assert failed and missing["error"] == "not_configured"
+
+
+def test_the_same_tools_over_streamable_http(live_url: str, issue: Callable[..., str], tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.reviewqueue.worker_helpers import free_port, wait_for
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REVIEWQUEUE_URL": live_url}
+    env["REVIEWQUEUE_TOKEN"] = issue("http-agent", ("outputs",))
+    command = [sys.executable, "-m", "reviewqueue.mcp", "--transport", "streamable-http", "--port", str(port)]
+    with open(tmp_path / "mcp-http.log", "w") as log:
+        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def listening() -> bool:
+        import socket
+
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with (
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            pushed, _ = await call(session, "request_review", task="t", output="o", priority=2)
+            status, _ = await call(session, "queue_status", queue="default")
+            return pushed, status
+
+    try:
+        wait_for(listening, 30, "the MCP server to listen")
+        pushed, status = run_async(scenario())
+    finally:
+        server.kill()
+        server.wait(10)
+    assert (pushed["outcome"], pushed["queue"]) == ("enqueued", "default")
+    assert (status["queue"], status["depth"]) == ("default", 1)
