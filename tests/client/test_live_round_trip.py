@@ -182,3 +182,26 @@ def test_a_submitted_task_is_read_back_by_its_run_id(live_url: str, issue: Calla
         assert not isinstance(again, Backpressure)
         assert again.created is False
         assert client.run("client-run-1").run_id == "client-run-1"
+
+
+def test_an_undone_approval_never_reaches_wait_for_verdict(
+    live_url: str, issue: Callable[..., str], decide_as_reviewer: Callable[..., None], reviewer_user: Any
+) -> None:
+    """The reviewer approves, takes it back inside the undo window and
+    rejects: the producer's client sees only the rejection, once final."""
+    from reviewqueue import services
+
+    token = issue()
+    with Client(live_url, token) as client:
+        pushed = push(client, "undone-approval")
+        decide_as_reviewer(pushed.item_id, approve=True)
+        seen = client.item(pushed.item_id)
+        assert (seen.status, seen.decision, seen.decided) == ("claimed", None, False)
+        services.undo(reviewer=reviewer_user)
+        services.decide(item_id=pushed.item_id, reviewer=reviewer_user, approve=False, reason_label="logic_error")
+
+    waiter = Waiter(live_url, token, pushed.item_id)
+    waiter.start()
+    waiter.join(60)
+    assert isinstance(waiter.result, Item), waiter.result
+    assert (waiter.result.status, waiter.result.decision) == ("rejected", "reject")
