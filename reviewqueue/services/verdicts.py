@@ -288,6 +288,8 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
         if latest is None:
             raise NothingToUndo(f"no verdict of yours in the last {window.seconds} seconds to undo")
         queue = Queue.locked(latest.item.queue_id)
+        if not Queue.objects.reviewable_by(reviewer).filter(pk=queue.pk).exists():
+            raise UndoRefused(f"you no longer review the queue of item {latest.item_id}, so your answer stands")
         verdict, answer = _latest_answers(reviewer, now - window, lock=True)
         if answer is not None and (verdict is None or answer.created_at > verdict.created_at):
             if answer.pk != latest.pk:
