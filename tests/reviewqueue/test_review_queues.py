@@ -329,6 +329,39 @@ def test_a_focus_survives_next_skip_decide_and_undo(three: None, client: Client,
     assert undone["Location"] == "/review/?queue=alpha"
 
 
+def _form_url(card: str, form_id: str) -> str:
+    form = re.search(rf'<form id="{form_id}"[^>]*>', card).group(0)
+    action = re.search(r' action="([^"]*)"', form).group(1)
+    assert re.search(r'hx-post="([^"]*)"', form).group(1) == action
+    return action.replace("&amp;", "&")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("form_id", "data"),
+    [("edit-form", {"decision": "edit", "edited_output": "fixed"}), ("send-back-form", {"note": "try again"})],
+)
+def test_a_focus_survives_edit_and_send_back(
+    client: Client, reviewer: User, admit_item: AdmitItem, form_id: str, data: dict[str, str]
+) -> None:
+    """The focused queue's items come next after an edit or a send-back,
+    even while another queue of the reviewer's has a more urgent item."""
+    make_queue("alpha", reviewer)
+    admit_item(queue="alpha", priority=0, task_description="ALPHA one")
+    admit_item(queue="alpha", priority=0, task_description="ALPHA two")
+    admit_item(priority=5, task_description="DEFAULT urgent")
+    client.force_login(reviewer)
+    card = client.post(reverse("review:next") + "?queue=alpha", **HX).content.decode()
+    first = services.current_claim(reviewer=reviewer)
+    assert first.queue.slug == "alpha"
+    url = _form_url(card, form_id)
+    assert url.endswith("?queue=alpha"), url
+    client.post(url, data, **HX)
+    assert ReviewItem.objects.get(pk=first.pk).status in ("approved", "sent_back")
+    following = services.current_claim(reviewer=reviewer)
+    assert following is not None and following.queue.slug == "alpha" and following.pk != first.pk
+
+
 @pytest.mark.django_db
 def test_a_focus_on_a_queue_not_yours_is_404(three: None, client: Client, reviewer: User, make_user: Any) -> None:
     make_queue("walled", make_user("ravi", "reviewer"))
