@@ -7,7 +7,8 @@ capacity far above the load; gunicorn serves the real app (one worker, the
 same for every side). Each side does the same work in each round: push
 ``--per-round`` outputs one after another (timed), a reviewer decides them
 all through the review services (not timed: the same human step for every
-side), then reads each verdict (timed):
+side; the server runs with no undo window, so a verdict is told at once),
+then reads each verdict (timed):
 
 - ``client``: ``Client.push_output`` and ``Client.item`` (the baseline);
 - ``async``: ``AsyncClient.push_output`` and ``AsyncClient.item``, awaited on one event loop;
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sqlite3
 import statistics
 import sys
@@ -244,6 +246,9 @@ def run(args: argparse.Namespace) -> bool:
         connections.close_all()
         port = free_port()
         folder = Path(tempfile.mkdtemp(prefix="rq-bench-adapters-"))
+        # The undo window would hold every verdict back 15 s on every side
+        # alike; the bench times the adapters, so the server tells verdicts at once.
+        os.environ["REVIEWQUEUE_UNDO_SECONDS"] = "0"
         server = start_server(url, port, str(folder / "gunicorn.log"), workers=1, conn_max_age=args.conn_max_age)
         base = f"http://127.0.0.1:{port}"
         made = [bare(base, token), awaited(base, token), mcp_session(base, token), graph_side(base, token, folder)]
