@@ -99,6 +99,7 @@ def verdict(item: Item) -> dict[str, Any]:
     return body
 
 
+# Long: the four tools are closures over one client and the settings; each is short.
 def build_server(settings: Settings, *, name: str = "reviewqueue") -> MCPServer:
     """The MCP server with its four tools, talking to ``settings.url``."""
     server = MCPServer(
