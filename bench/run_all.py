@@ -146,6 +146,18 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
             180,
         ),
         (
+            "adapters over the client",
+            [
+                py,
+                str(BENCH / "bench_adapters.py"),
+                "--per-round",
+                str(args.adapters_per_round),
+                "--rounds",
+                str(args.adapters_rounds),
+            ],
+            180,
+        ),
+        (
             "stop rules",
             [py, "-m", "loops", "bench", "stop-rules", "--sigma", "0.1", "--seeds", str(args.seeds), "--json"],
             120,
@@ -178,6 +190,8 @@ def main() -> None:
     parser.add_argument("--queue-pending", type=int, default=10_000, help="many-queue bench: pending per queue")
     parser.add_argument("--queue-decided", type=int, default=1_000, help="many-queue bench: decided per queue")
     parser.add_argument("--queue-sample-hours", type=int, default=24, help="many-queue bench: depth samples per queue")
+    parser.add_argument("--adapters-per-round", type=int, default=20, help="adapters bench: outputs per round per side")
+    parser.add_argument("--adapters-rounds", type=int, default=5)
     parser.add_argument("--render-size", type=int, default=500_000)
     parser.add_argument("--render-old-sizes", default="2000,4000")
     args = parser.parse_args()
@@ -193,6 +207,7 @@ def main() -> None:
         # Many queues: still 100 of them, each small; two rounds of each admission side.
         args.queues_admit_per_writer, args.queues_admit_rounds = 40, 2
         args.queue_pending, args.queue_decided, args.queue_sample_hours = 200, 20, 1
+        args.adapters_per_round, args.adapters_rounds = 3, 2
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     results: list[tuple[str, str, float]] = []

@@ -65,6 +65,32 @@ def test_the_client_loads_neither_django_nor_celery() -> None:
     assert not {m for m in loaded if m.split(".")[0] in ("django", "celery", "kombu", "ninja")}
 
 
+@pytest.mark.parametrize(
+    ("adapter", "framework"), [("reviewqueue.integrations.langgraph", "langgraph"), ("reviewqueue.mcp", "mcp")]
+)
+def test_the_adapters_load_neither_django_nor_celery(adapter: str, framework: str) -> None:
+    # Each adapter is an extra over the client, installed where the agent runs.
+    loaded = loaded_after_import(adapter)
+    assert {adapter, "reviewqueue.client", framework} <= loaded
+    assert not {m for m in loaded if m.split(".")[0] in ("django", "celery", "kombu", "ninja")}
+
+
+def test_the_core_install_pulls_no_adapter_framework_and_the_extras_pin_theirs() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {r.split("==")[0].split("[")[0].strip().lower() for r in requirements}
+
+    assert not names(project["dependencies"]) & {"langgraph", "langgraph-checkpoint-sqlite", "mcp"}
+    assert names(extras["langgraph"]) == {"langgraph", "langgraph-checkpoint-sqlite"}
+    assert names(extras["mcp"]) == {"mcp"}
+    for requirement in extras["langgraph"] + extras["mcp"]:
+        assert "==" in requirement and requirement in extras["dev"], requirement  # the tests run the pinned ones
+
+
 def test_the_check_itself_sees_django_when_it_is_imported() -> None:
     # Guards the test above against passing because it could not see anything.
     assert "django" in loaded_after_import("django.db")

@@ -9,12 +9,14 @@
         else:
             item = rq.wait_for_verdict(pushed.item_id, timeout=3600)
 
+``AsyncClient`` has the same calls for asyncio code (``await rq.push_output(...)``).
 It needs httpx and nothing else of the server's: no Django, no Celery.
 docs/API.md ("Python client") describes every call, result and error.
 """
 
 from __future__ import annotations
 
+from .aio import AsyncClient
 from .core import DEFAULT_RETRY_AFTER, Client
 from .errors import (
     ApiError,
@@ -50,6 +52,7 @@ __all__ = [
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
     "ApiError",
+    "AsyncClient",
     "Backpressure",
     "Client",
     "ConnectionFailed",

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.client.flavours import FLAVOURS
 from tests.reviewqueue.worker_helpers import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +72,11 @@ def decide_as_reviewer(reviewer_user: Any) -> Callable[..., None]:
         services.decide(item_id=item_id, reviewer=reviewer_user, approve=approve, reason_label=reason_label, note=note)
 
     return decide
+
+
+@pytest.fixture(params=sorted(FLAVOURS))
+def connect(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``connect(url, token, **options)``: a Client, or an AsyncClient behind a
+    blocking face (tests/client/flavours.py); every test taking this fixture
+    runs once with each, so the two answer to one contract."""
+    return FLAVOURS[request.param]

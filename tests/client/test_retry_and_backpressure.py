@@ -6,8 +6,10 @@ here is a scripted loopback server (tests/client/stub.py)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -15,7 +17,6 @@ import pytest
 from reviewqueue.client import (
     DEFAULT_RETRY_AFTER,
     Backpressure,
-    Client,
     ConnectionFailed,
     NotFound,
     Output,
@@ -31,15 +32,15 @@ APPROVED = Answer(200, {"item_id": 7, "status": "approved", "decision": "approve
 OUTPUT = {"idempotency_key": "k-1", "task_description": "Write is_even", "final_output": "def is_even(n): ..."}
 
 
-def client_for(url: str, fake: FakeTime, seed: int = 0) -> Client:
-    return Client(url, "rq_test_token", sleep=fake.sleep, clock=fake.clock, rng=random.Random(seed))
+def client_for(connect: Callable[..., Any], url: str, fake: FakeTime, seed: int = 0) -> Any:
+    return connect(url, "rq_test_token", sleep=fake.sleep, clock=fake.clock, rng=random.Random(seed))
 
 
-def test_wait_for_verdict_waits_exactly_as_long_as_retry_after_says() -> None:
+def test_wait_for_verdict_waits_exactly_as_long_as_retry_after_says(connect: Callable[..., Any]) -> None:
     fake = FakeTime()
     busy = Answer(503, {"error": "database_unavailable", "backoff": True}, {"Retry-After": "3"})
     limited = Answer(429, {"error": "rate_limited"}, {"Retry-After": "1"})
-    with scripted(busy, limited, PENDING, APPROVED) as server, client_for(server.url, fake) as client:
+    with scripted(busy, limited, PENDING, APPROVED) as server, client_for(connect, server.url, fake) as client:
         item = client.wait_for_verdict(7, timeout=60, poll_interval=0.5)
     assert item.status == "approved"
     assert [(r.method, r.path) for r in server.requests] == [("GET", "/api/items/7")] * 4
@@ -50,9 +51,9 @@ def test_wait_for_verdict_waits_exactly_as_long_as_retry_after_says() -> None:
     assert 1.0 <= fake.sleeps[2] <= 2.0
 
 
-def test_polling_backs_off_with_jitter_up_to_its_cap() -> None:
+def test_polling_backs_off_with_jitter_up_to_its_cap(connect: Callable[..., Any]) -> None:
     fake = FakeTime()
-    with scripted(*[PENDING] * 8, APPROVED) as server, client_for(server.url, fake, seed=3) as client:
+    with scripted(*[PENDING] * 8, APPROVED) as server, client_for(connect, server.url, fake, seed=3) as client:
         client.wait_for_verdict(7, timeout=600, poll_interval=1, max_interval=4)
     assert len(server.requests) == 9
     caps = [1, 2, 4, 4, 4, 4, 4, 4]
@@ -60,12 +61,12 @@ def test_polling_backs_off_with_jitter_up_to_its_cap() -> None:
     assert len(set(fake.sleeps)) == len(fake.sleeps), "each wait is jittered"
 
 
-def test_a_retry_after_longer_than_the_time_left_is_cut_to_it_and_then_times_out() -> None:
+def test_a_retry_after_longer_than_the_time_left_is_cut_to_it_and_then_times_out(connect: Callable[..., Any]) -> None:
     fake = FakeTime()
     busy = Answer(503, {"error": "database_unavailable"}, {"Retry-After": "120"})
     with (
         scripted(PENDING, busy, PENDING) as server,
-        client_for(server.url, fake) as client,
+        client_for(connect, server.url, fake) as client,
         pytest.raises(VerdictTimeout) as caught,
     ):
         client.wait_for_verdict(7, timeout=10, poll_interval=1)
@@ -74,21 +75,22 @@ def test_a_retry_after_longer_than_the_time_left_is_cut_to_it_and_then_times_out
     assert sum(fake.sleeps) == pytest.approx(10)
 
 
-def test_a_dropped_connection_is_polled_again_but_a_404_is_raised_at_once() -> None:
+def test_a_dropped_connection_is_polled_again_but_a_404_is_raised_at_once(connect: Callable[..., Any]) -> None:
     fake = FakeTime()
     gone = Answer(404, {"error": "not_found", "detail": "no item 7"})
-    with scripted(gone) as server, client_for(server.url, fake) as client, pytest.raises(NotFound):
+    with scripted(gone) as server, client_for(connect, server.url, fake) as client, pytest.raises(NotFound):
         client.wait_for_verdict(7, timeout=60)
     assert len(server.requests) == 1 and fake.sleeps == []
 
     flaky = FlakyTransport([httpx.ConnectError("refused"), APPROVED])
-    client = Client("http://rq.invalid", "t", http=httpx.Client(transport=flaky), sleep=fake.sleep, clock=fake.clock)
-    assert client.wait_for_verdict(7, timeout=60).status == "approved"
+    with connect("http://rq.invalid", "t", transport=flaky, sleep=fake.sleep, clock=fake.clock) as client:
+        assert client.wait_for_verdict(7, timeout=60).status == "approved"
     assert flaky.calls == 2
 
 
-class FlakyTransport(httpx.BaseTransport):
-    """Raises or answers from a list: a connection that drops, then recovers."""
+class FlakyTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Raises or answers from a list: a connection that drops, then recovers.
+    It serves either client (httpx calls the blocking or the async hook)."""
 
     def __init__(self, steps: list[Exception | Answer]) -> None:
         self.steps = steps
@@ -101,18 +103,21 @@ class FlakyTransport(httpx.BaseTransport):
             raise step
         return httpx.Response(step.status, json=step.body, headers=step.headers)
 
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return self.handle_request(request)
 
-def test_nothing_listening_is_a_connection_failed_error() -> None:
+
+def test_nothing_listening_is_a_connection_failed_error(connect: Callable[..., Any]) -> None:
     with scripted() as server:
         url = server.url
-    with Client(url, "t") as client, pytest.raises(ConnectionFailed) as caught:
+    with connect(url, "t") as client, pytest.raises(ConnectionFailed) as caught:
         client.item(1)
     assert caught.value.code == "connection_failed"
 
 
-def test_a_503_asking_to_back_off_is_a_value_not_an_exception() -> None:
+def test_a_503_asking_to_back_off_is_a_value_not_an_exception(connect: Callable[..., Any]) -> None:
     held = Answer(503, {"error": "queue_full", "detail": "at capacity", "backoff": True}, {"Retry-After": "7"})
-    with scripted(held) as server, Client(server.url, "t") as client:
+    with scripted(held) as server, connect(server.url, "t") as client:
         answer = client.push_output(**OUTPUT)
     assert isinstance(answer, Backpressure)
     assert (answer.accepted, answer.retry_after, answer.error, answer.status_code) == (False, 7.0, "queue_full", 503)
@@ -120,16 +125,16 @@ def test_a_503_asking_to_back_off_is_a_value_not_an_exception() -> None:
     assert server.requests[0].json() == OUTPUT, "fields left out are left to the server's defaults"
 
 
-def test_backoff_without_retry_after_takes_the_default_wait() -> None:
-    with scripted(Answer(503, {"error": "queue_full", "backoff": True})) as server, Client(server.url, "t") as client:
+def test_backoff_without_retry_after_takes_the_default_wait(connect: Callable[..., Any]) -> None:
+    with scripted(Answer(503, {"error": "queue_full", "backoff": True})) as server, connect(server.url, "t") as client:
         answer = client.push_output(**OUTPUT)
     assert isinstance(answer, Backpressure) and answer.retry_after == DEFAULT_RETRY_AFTER
 
 
-def test_a_task_held_back_names_the_run_id_to_repeat_with() -> None:
+def test_a_task_held_back_names_the_run_id_to_repeat_with(connect: Callable[..., Any]) -> None:
     unqueued = Answer(503, {"error": "unavailable", "detail": "recorded but not queued"}, {"Retry-After": "5"})
     created = Answer(201, {"run_id": "?", "task_id": "t", "outcome": "running", "created": True})
-    with scripted(unqueued, created) as server, Client(server.url, "t") as client:
+    with scripted(unqueued, created) as server, connect(server.url, "t") as client:
         answer = client.submit_task({"id": "t", "description": "d"})
         assert isinstance(answer, Backpressure) and answer.retry_after == 5.0
         sent = server.requests[0].json()["run_id"]
@@ -138,14 +143,14 @@ def test_a_task_held_back_names_the_run_id_to_repeat_with() -> None:
     assert server.requests[1].json()["run_id"] == sent
 
 
-def test_a_503_that_names_no_time_is_raised_with_its_code() -> None:
+def test_a_503_that_names_no_time_is_raised_with_its_code(connect: Callable[..., Any]) -> None:
     refused = Answer(503, {"error": "sandbox_unavailable", "detail": "no bubblewrap"})
-    with scripted(refused) as server, Client(server.url, "t") as client, pytest.raises(Unavailable) as caught:
+    with scripted(refused) as server, connect(server.url, "t") as client, pytest.raises(Unavailable) as caught:
         client.submit_task({"id": "t", "checks": [{"id": "c", "code": "assert True"}]})
     assert (caught.value.code, caught.value.status_code, caught.value.retry_after) == ("sandbox_unavailable", 503, None)
 
 
-def test_fields_a_later_server_adds_pass_through() -> None:
+def test_fields_a_later_server_adds_pass_through(connect: Callable[..., Any]) -> None:
     later = {
         "item_id": 7,
         "status": "sent_back",
@@ -157,14 +162,14 @@ def test_fields_a_later_server_adds_pass_through() -> None:
         "queue": "default",
     }
     fake = FakeTime()
-    with scripted(Answer(200, later)) as server, client_for(server.url, fake) as client:
+    with scripted(Answer(200, later)) as server, client_for(connect, server.url, fake) as client:
         item = client.wait_for_verdict(7)
     assert (item.status, item.sent_back, item.decided, item.note) == ("sent_back", True, True, "handle n < 0")
     assert (item.version, item.previous_item, item.raw["queue"]) == (2, 6, "default")
     assert fake.sleeps == []
 
 
-def test_an_output_answer_keeps_unknown_fields() -> None:
+def test_an_output_answer_keeps_unknown_fields(connect: Callable[..., Any]) -> None:
     body = {
         "outcome": "enqueued",
         "item_id": 3,
@@ -177,7 +182,7 @@ def test_an_output_answer_keeps_unknown_fields() -> None:
         "shed_item_id": None,
         "queue": "default",
     }
-    with scripted(Answer(201, body)) as server, Client(server.url, "t") as client:
+    with scripted(Answer(201, body)) as server, connect(server.url, "t") as client:
         answer = client.push_output(**OUTPUT, queue="default", callback_url="https://agent.example/hook")
     assert isinstance(answer, Output) and answer.raw["queue"] == "default"
     assert server.requests[0].json()["callback_url"] == "https://agent.example/hook"
