@@ -913,6 +913,11 @@ class LoopRun(models.Model):
         return f"{self.run_id} ({self.outcome})"
 
 
+# Items from operators' loop runs are filed under producer names with this
+# prefix (``loop:<agent>``); no token may take one.
+RESERVED_PRODUCER_PREFIX = "loop:"
+
+
 class ApiToken(models.Model):
     """A producer's API token. Only a hash is stored; the token is shown once.
 
@@ -951,7 +956,24 @@ class ApiToken(models.Model):
     def has_scope(self, scope: str) -> bool:
         return isinstance(self.scopes, list) and scope in self.scopes
 
+    @staticmethod
+    def checked_name(name: str) -> str:
+        """The one rule for a token's name, wherever a token is issued or
+        renamed (``create_api_token``, ``issue_token``, the admin): 1 to 100
+        printable characters, never a built-in loop run's ``loop:`` producer
+        name. Answers the name stripped; ValueError says what is wrong."""
+        name = (name or "").strip()
+        if not name or len(name) > 100 or not name.isprintable():
+            raise ValueError("a token's name is 1 to 100 printable characters")
+        if name.startswith(RESERVED_PRODUCER_PREFIX):
+            raise ValueError(f"names starting with {RESERVED_PRODUCER_PREFIX!r} are kept for built-in loop runs")
+        return name
+
     def clean(self) -> None:
+        try:
+            self.name = self.checked_name(self.name)
+        except ValueError as exc:
+            raise ValidationError({"name": str(exc)}) from None
         known = ", ".join(self.Scope.values)
         if not isinstance(self.scopes, list):
             raise ValidationError({"scopes": f"a list of scopes, from {known}"})

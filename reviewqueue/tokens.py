@@ -21,8 +21,6 @@ from .models import ApiToken
 TOKEN_PREFIX_LEN = 8
 # last_used_at is a hint, not an audit trail: write it at most once a minute per token.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-# Items from operators' loop runs are filed under these producer names.
-RESERVED_PRODUCER_PREFIX = "loop:"
 WEBHOOK_SECRET_PREFIX = "whsec_"
 
 
@@ -52,11 +50,7 @@ def issue_token(
     With ``webhook_url`` (checked by the caller) the token gets a signing
     secret (``token.webhook_secret``, for the caller to show once) and its
     producer's items and runs default to that callback URL."""
-    name = name.strip()
-    if not name or len(name) > 100 or not name.isprintable():
-        raise ValueError("a token's name is 1 to 100 printable characters")
-    if name.startswith(RESERVED_PRODUCER_PREFIX):
-        raise ValueError(f"names starting with {RESERVED_PRODUCER_PREFIX!r} are kept for built-in loop runs")
+    name = ApiToken.checked_name(name)
     unknown = sorted(set(scopes) - set(ApiToken.Scope.values))
     if unknown:
         raise ValueError(f"unknown scope {', '.join(unknown)}; known: {', '.join(ApiToken.Scope.values)}")

@@ -9,16 +9,19 @@ no item in or out of the waiting set, so the kept depth does not change.
 
 A reviewer claims only from the queues they review
 (``Queue.objects.reviewable_by``); every other lease operation needs the
-lease claim gave, so no reviewer acts on an item outside their queues.
+lease claim gave and reads the membership again, so no reviewer acts on an
+item outside their queues, even one they claimed before they left it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
@@ -28,6 +31,8 @@ from .. import policy
 from ..models import OPERATOR_ROUND, Judgement, Queue, ReviewerStanding, ReviewItem
 from . import claim_pg, quality
 from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
+
+log = logging.getLogger("reviewqueue.services")
 
 
 class NotAQueueOfYours(QueueError):
@@ -55,12 +60,17 @@ def current_claim(*, reviewer: AbstractBaseUser, now: datetime | None = None) ->
     """The item the reviewer holds under a live lease, if any (a gold copy
     served to them included). Reads only."""
     now = now or timezone.now()
-    return (
-        ReviewItem.all_objects.filter(
-            status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now
-        )
-        .order_by("claimed_at")
-        .first()
+    return _held_by(reviewer, now).order_by("claimed_at").first()
+
+
+def _held_by(reviewer: AbstractBaseUser, now: datetime) -> QuerySet[ReviewItem]:
+    """Items under the reviewer's live lease in a queue they still review: a
+    lease kept from before they left a queue holds nothing for them."""
+    return ReviewItem.all_objects.filter(
+        status=ReviewItem.Status.CLAIMED,
+        lease_holder=reviewer,
+        lease_expires_at__gte=now,
+        queue__in=Queue.objects.reviewable_by(reviewer),
     )
 
 
@@ -207,9 +217,7 @@ def _queue_heads_orm(
         rows = rows.filter(pk=focused_queue(reviewer, queue).pk)
     nxt = _claimable_rows(reviewer, now, exclude).filter(queue=OuterRef("pk")).order_by("-priority", "created_at", "pk")
     paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
-    held = ReviewItem.all_objects.filter(
-        status=ReviewItem.Status.CLAIMED, lease_holder=reviewer, lease_expires_at__gte=now
-    ).order_by("claimed_at")
+    held = _held_by(reviewer, now).order_by("claimed_at")
     return list(
         rows.annotate(
             head_priority=Subquery(nxt.values("priority")[:1]),
@@ -294,13 +302,17 @@ def held_item(
     with_double_review_rate: bool = False,
     with_lease_seconds: bool = False,
 ) -> ReviewItem:
-    """The item under a row lock, checked to be under this reviewer's live
-    lease (a gold copy served to them included). ``with_double_review_rate``
+    """The item under a row lock, checked to be in a queue the reviewer
+    reviews (NotAQueueOfYours) and under their live lease (a gold copy
+    served to them included). ``with_double_review_rate``
     reads its queue's ``double_review_rate`` onto the item in the same
     statement (the queue row is read, not locked); ``with_lease_seconds``
     its queue's lease length likewise."""
     rows = ReviewItem.all_objects.select_for_update()
     own_queue = Queue.objects.filter(pk=OuterRef("queue_id"))
+    # Membership is read at every action, in the same statement: a reviewer
+    # taken off the queue since the claim acts on nothing of it.
+    rows = rows.annotate(reviewable=Exists(Queue.objects.reviewable_by(reviewer).filter(pk=OuterRef("queue_id"))))
     if with_double_review_rate:
         rows = rows.annotate(double_review_rate=Subquery(own_queue.values("double_review_rate")[:1]))
     if with_lease_seconds:
@@ -309,6 +321,8 @@ def held_item(
         item = rows.get(pk=item_id)
     except ReviewItem.DoesNotExist:
         raise QueueError(f"item {item_id} does not exist") from None
+    if not item.reviewable:
+        raise NotAQueueOfYours(f"item {item_id} is in a queue you do not review")
     if item.status in ReviewItem.DECIDED or item.status == ReviewItem.Status.GOLD:
         raise AlreadyDecided(f"item {item_id} was already decided ({item.status})")
     if item.status == ReviewItem.Status.SHED:
@@ -324,6 +338,28 @@ def held_item(
     if item.lease_expires_at is None or item.lease_expires_at < now:
         raise LeaseExpired(f"your lease on item {item_id} expired")
     return item
+
+
+def release_leases_outside(queue: Queue) -> int:
+    """Give back the items of ``queue`` held by users who no longer review it
+    (after its reviewers changed), in the caller's transaction: each goes
+    back to the queue, and a gold copy, one reviewer's, is deleted. Safe to
+    repeat; returns how many leases were released."""
+    if queue.open_to_all:
+        return 0
+    users = get_user_model().objects
+    staying = users.filter(Q(pk__in=queue.members.values("pk")) | Q(groups__in=queue.member_groups.all()))
+    held = ReviewItem.all_objects.filter(queue=queue, status=ReviewItem.Status.CLAIMED).exclude(
+        lease_holder__in=staying.values("pk")
+    )
+    copies = list(held.filter(gold__isnull=False).values_list("pk", flat=True))
+    ReviewItem.all_objects.filter(pk__in=copies).delete()
+    released = held.filter(gold__isnull=True).update(
+        status=ReviewItem.Status.PENDING, lease_holder=None, lease_expires_at=None, updated_at=timezone.now()
+    )
+    if copies or released:
+        log.info("leases released", extra={"queue": queue.slug, "items": released, "gold_copies": len(copies)})
+    return len(copies) + released
 
 
 def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:

@@ -25,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..models import EventType, LoopRun, ReviewItem, Verdict, WebhookDelivery
+from .finality import final_at
 
 log = logging.getLogger("reviewqueue.webhooks")
 
@@ -44,9 +45,12 @@ def record_event(
     item: ReviewItem | None = None,
     run: LoopRun | None = None,
     now: datetime | None = None,
+    not_before: datetime | None = None,
 ) -> WebhookDelivery | None:
     """Write one event for ``url`` in the caller's transaction and announce it
     after the commit; None, and nothing written, when there is no URL.
+    ``not_before`` holds the event back until then (a verdict until it is
+    final): the row is not due, and the announcement waits, until that instant.
 
     Events about one item share an ordering key (a run's events use its
     item's key once it has one), so a receiver hears of an item in the order
@@ -72,10 +76,11 @@ def record_event(
         run=run,
         ordering_key=f"item:{item.pk}" if item is not None else f"run:{run.pk if run else 0}",
         body=json.dumps(body, separators=(",", ":"), ensure_ascii=False),
-        next_attempt_at=now,
+        next_attempt_at=not_before or now,
         created_at=now,
     )
-    transaction.on_commit(lambda: announce(delivery.pk))
+    delay = (not_before - now).total_seconds() if not_before is not None else 0.0
+    transaction.on_commit(lambda: announce(delivery.pk, countdown=delay) if delay > 0 else announce(delivery.pk))
     return delivery
 
 
@@ -88,14 +93,16 @@ def _run_id(item: ReviewItem | None, run: LoopRun | None) -> str | None:
     return None
 
 
-def announce(delivery_pk: int) -> None:
-    """Ask a worker to attempt this delivery now. Best effort, and without
-    retries: this runs after the verdict's commit, in the reviewer's request,
-    and a lost announcement only delays the event until the sweep finds it."""
+def announce(delivery_pk: int, countdown: float | None = None) -> None:
+    """Ask a worker to attempt this delivery now (or in ``countdown`` seconds,
+    when it is held back until then). Best effort, and without retries: this
+    runs after the verdict's commit, in the reviewer's request, and a lost
+    announcement only delays the event until the sweep finds it."""
     from celery import current_app
 
+    options = {"countdown": countdown} if countdown else {}
     try:
-        current_app.send_task(DELIVER_TASK, args=[delivery_pk], ignore_result=True, retry=False)
+        current_app.send_task(DELIVER_TASK, args=[delivery_pk], ignore_result=True, retry=False, **options)
     except Exception as exc:  # noqa: BLE001 - any broker failure; the sweep resends
         log.warning("webhook announcement failed", extra={"delivery": delivery_pk, "error": str(exc)[:200]})
 
@@ -105,7 +112,8 @@ def announce(delivery_pk: int) -> None:
 
 def item_decided(item: ReviewItem, verdict: Verdict, now: datetime) -> WebhookDelivery | None:
     """``item.decided``: the decision as the producer acts on it (an edited
-    approval is an approval, with the corrected output beside it)."""
+    approval is an approval, with the corrected output beside it). Due once
+    the verdict is final (``finality``); undo deletes it before then."""
     edited = verdict.decision == Verdict.Decision.EDIT
     data = {
         "decision": "approve" if verdict.approved else "reject",
@@ -116,16 +124,43 @@ def item_decided(item: ReviewItem, verdict: Verdict, now: datetime) -> WebhookDe
         "version": item.version,
     }
     return record_event(
-        EventType.ITEM_DECIDED, url=item.callback_url, producer=item.producer, item=item, data=data, now=now
+        EventType.ITEM_DECIDED,
+        url=item.callback_url,
+        producer=item.producer,
+        item=item,
+        data=data,
+        now=now,
+        not_before=final_at(now),
     )
 
 
 def item_sent_back(item: ReviewItem, verdict: Verdict, now: datetime) -> WebhookDelivery | None:
-    """``item.sent_back``: the reviewer's note, for the producer's next try."""
+    """``item.sent_back``: the reviewer's note, for the producer's next try;
+    due, like ``item.decided``, once the send-back is final."""
     data = {"note": verdict.note, "version": item.version}
     return record_event(
-        EventType.ITEM_SENT_BACK, url=item.callback_url, producer=item.producer, item=item, data=data, now=now
+        EventType.ITEM_SENT_BACK,
+        url=item.callback_url,
+        producer=item.producer,
+        item=item,
+        data=data,
+        now=now,
+        not_before=final_at(now),
     )
+
+
+VERDICT_EVENTS = (EventType.ITEM_DECIDED, EventType.ITEM_SENT_BACK)
+
+
+def withdraw_verdict_event(item: ReviewItem, decided_at: datetime) -> bool:
+    """Delete the verdict's event written at ``decided_at`` while no attempt
+    has taken it (undo, in the verdict's transaction). False when one has:
+    the producer may have heard, and the verdict must stand. The conditional
+    DELETE and a worker's lease (which counts the attempt) are one row's
+    updates, so exactly one of them wins. Safe to repeat."""
+    rows = WebhookDelivery.objects.filter(item=item, event_type__in=VERDICT_EVENTS, created_at__gte=decided_at)
+    rows.filter(status=WebhookDelivery.Status.PENDING, attempts=0).delete()
+    return not rows.exists()
 
 
 def item_shed(item: ReviewItem, now: datetime) -> WebhookDelivery | None:

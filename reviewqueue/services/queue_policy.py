@@ -22,6 +22,7 @@ from ..models import DEFAULT_QUEUE, FilterRule, PolicyAudit, Queue, StepLimitCha
 from . import routing
 from .depth import after_depth_change, queue_depth
 from .errors import InvalidInput, QueueError, UnknownGate
+from .leases import release_leases_outside
 from .quality import forget_gold_settings
 
 log = logging.getLogger("reviewqueue.services")
@@ -79,8 +80,9 @@ def set_reviewers(
     """Set who reviews ``queue``: every reviewer (``open_to_all``), or these
     users and the users of these groups; audited like a policy change.
     Writes only those columns, never the row's depth or mode (the services'
-    state), and takes no lock: membership is not queue state. Answers the
-    changes made (field: [before, after])."""
+    state), and takes no lock: membership is not queue state. Leases held
+    on the queue's items by users no longer among its reviewers are released
+    in the same transaction. Answers the changes made (field: [before, after])."""
     members, groups = list(members), list(groups)
     before = {
         "open_to_all": queue.open_to_all,
@@ -100,6 +102,7 @@ def set_reviewers(
         queue.open_to_all = after["open_to_all"]
         queue.members.set(members)
         queue.member_groups.set(groups)
+        release_leases_outside(queue)  # a reviewer taken off the queue holds none of it
         PolicyAudit.objects.create(queue=queue, user=user, changes=diff)
     log.info("queue reviewers changed", extra={"queue": queue.slug, "changes": diff})
     return diff

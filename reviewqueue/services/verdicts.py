@@ -48,8 +48,9 @@ from . import quality
 from .cleaning import clean_text
 from .depth import after_depth_change, take_one_off_depth
 from .errors import AlreadyDecided, InvalidInput, NothingToUndo, QueueError, UndoRefused
+from .finality import undo_window
 from .leases import held_item
-from .outbox import item_decided, item_sent_back
+from .outbox import item_decided, item_sent_back, withdraw_verdict_event
 from .quality import Answer
 from .runs import cancel_resumed_run, resume_sent_back
 
@@ -276,7 +277,7 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
     is taken back while the item still waits and no one has answered it
     since; a gold answer, always."""
     now = now or timezone.now()
-    window = timedelta(seconds=settings.REVIEWQUEUE_UNDO_SECONDS)
+    window = undo_window()
     with transaction.atomic():
         # The queue's lock first, as everywhere: the queue of the reviewer's
         # latest answer, read before the lock and checked again after it.
@@ -287,6 +288,8 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
         if latest is None:
             raise NothingToUndo(f"no verdict of yours in the last {window.seconds} seconds to undo")
         queue = Queue.locked(latest.item.queue_id)
+        if not Queue.objects.reviewable_by(reviewer).filter(pk=queue.pk).exists():
+            raise UndoRefused(f"you no longer review the queue of item {latest.item_id}, so your answer stands")
         verdict, answer = _latest_answers(reviewer, now - window, lock=True)
         if answer is not None and (verdict is None or answer.created_at > verdict.created_at):
             if answer.pk != latest.pk:
@@ -295,10 +298,10 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
         if verdict is None or verdict.pk != latest.pk:
             raise UndoRefused("you answered again meanwhile; undo that answer first")
         item = verdict.item
-        if verdict.decision == Verdict.Decision.SEND_BACK and not cancel_resumed_run(item):
-            raise UndoRefused(
-                f"item {item.pk} was sent back and its new run has already started, so the send-back stands"
-            )
+        if verdict.decision == Verdict.Decision.SEND_BACK:
+            _refuse_undo_of_resumed(item)
+        if not withdraw_verdict_event(item, verdict.created_at):
+            raise UndoRefused(f"the producer has already been told the verdict on item {item.pk}, so it stands")
         change = StepLimitChange.objects.filter(verdict=verdict).first()
         if change is not None and queue.step_limit == change.step_limit:
             queue.step_limit = change.previous
@@ -318,14 +321,29 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
         return item
 
 
+def _refuse_undo_of_resumed(item: ReviewItem) -> None:
+    """A send-back stands once the producer has acted on it: a revision of
+    the item exists (pushed by the producer, or admitted by the resumed
+    run), or the resumed run has started. Otherwise its run is cancelled."""
+    revision = ReviewItem.objects.filter(previous_version=item).values_list("pk", flat=True).first()
+    if revision is not None:
+        raise UndoRefused(
+            f"item {item.pk} was sent back and its revision (item {revision}) has already arrived, "
+            "so the send-back stands"
+        )
+    if not cancel_resumed_run(item):
+        raise UndoRefused(f"item {item.pk} was sent back and its new run has already started, so the send-back stands")
+
+
 def _latest_answers(
     reviewer: AbstractBaseUser, since: datetime, *, lock: bool
 ) -> tuple[Verdict | None, Judgement | None]:
     """The reviewer's latest verdict (row-locked when ``lock``) and latest
-    unsettling answer since ``since``."""
+    unsettling answer after ``since``: strictly after, so an answer is
+    undoable exactly while it is not final (``finality``)."""
     verdicts = Verdict.objects.select_for_update() if lock else Verdict.objects
-    verdict = verdicts.filter(reviewer=reviewer, created_at__gte=since).order_by("-created_at", "-pk").first()
-    answer = Judgement.objects.filter(reviewer=reviewer, created_at__gte=since).order_by("-created_at", "-pk").first()
+    verdict = verdicts.filter(reviewer=reviewer, created_at__gt=since).order_by("-created_at", "-pk").first()
+    answer = Judgement.objects.filter(reviewer=reviewer, created_at__gt=since).order_by("-created_at", "-pk").first()
     return verdict, answer
 
 

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern
+from django.utils import timezone
 from ninja import Field, NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -23,6 +24,7 @@ from pydantic import field_validator
 from .. import quality, services, stats
 from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
+from ..services.finality import is_final
 from ..tokens import token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
@@ -427,16 +429,24 @@ def item_status(request: HttpRequest, item_id: int) -> Status[dict[str, Any]]:
 def _item_body(item: ReviewItem) -> dict[str, Any]:
     """An item as its producer reads it: status, version and the verdict's
     words (the reviewer's corrected output too, for an edited approval).
-    ``decision`` is kept beside ``verdict`` for producers that read it."""
+    ``decision`` is kept beside ``verdict`` for producers that read it.
+
+    A verdict shows only once it is final (``finality``): until its undo
+    window has closed the item reads as still under review, exactly as it
+    did before the verdict, so an undone verdict leaves no trace here."""
+    if not _told(item):
+        return {
+            **_common(item),
+            "status": ReviewItem.Status.CLAIMED,
+            "decision": None,
+            "verdict": None,
+            "awaiting": AWAITING.get(item.review_round, "operator"),
+        }
     verdict = getattr(item, "verdict", None)
     return {
-        "item_id": item.pk,
-        "queue": item.queue.slug,
+        **_common(item),
         "status": item.status,
         "decision": verdict.decision if verdict is not None else None,
-        "label": item.label,
-        "version": item.version,
-        "previous_item": item.previous_version_id,
         "awaiting": _awaiting(item),
         "verdict": (
             {
@@ -449,6 +459,25 @@ def _item_body(item: ReviewItem) -> dict[str, Any]:
             else None
         ),
     }
+
+
+def _common(item: ReviewItem) -> dict[str, Any]:
+    return {
+        "item_id": item.pk,
+        "queue": item.queue.slug,
+        "label": item.label,
+        "version": item.version,
+        "previous_item": item.previous_version_id,
+    }
+
+
+# The statuses a reviewer's verdict gives, told only once final.
+VERDICT_STATUSES = (ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED, ReviewItem.Status.SENT_BACK)
+
+
+def _told(item: ReviewItem) -> bool:
+    """Whether the producer may be told the item's status as it is."""
+    return item.status not in VERDICT_STATUSES or is_final(item.decided_at, timezone.now())
 
 
 # What a waiting item waits for, by its review round (ARCHITECTURE.md rule 11).
@@ -472,8 +501,9 @@ def _sent_back_item(producer: str, item_id: int | None) -> ReviewItem | None:
     item = ReviewItem.objects.filter(pk=item_id, producer=producer).first()
     if item is None:
         raise services.InvalidInput("previous_item", f"no item {item_id} from this producer")
-    if item.status != ReviewItem.Status.SENT_BACK:
-        raise services.InvalidInput("previous_item", f"item {item_id} was not sent back (it is {item.status})")
+    if item.status != ReviewItem.Status.SENT_BACK or not _told(item):
+        shown = item.status if _told(item) else ReviewItem.Status.CLAIMED
+        raise services.InvalidInput("previous_item", f"item {item_id} was not sent back (it is {shown})")
     return item
 
 

@@ -209,3 +209,30 @@ def test_stats_read_a_named_queue_with_an_outputs_token(
         with pytest.raises(InvalidRequest) as caught:
             client.stats("no-such-queue")
     assert set(caught.value.fields) == {"queue"}
+
+
+def test_an_undone_approval_never_reaches_wait_for_verdict(
+    connect: Callable[..., Any],
+    live_url: str,
+    issue: Callable[..., str],
+    decide_as_reviewer: Callable[..., None],
+    reviewer_user: Any,
+) -> None:
+    """The reviewer approves, takes it back inside the undo window and
+    rejects: the producer's client sees only the rejection, once final."""
+    from reviewqueue import services
+
+    token = issue()
+    with connect(live_url, token) as client:
+        pushed = push(client, "undone-approval")
+        decide_as_reviewer(pushed.item_id, approve=True)
+        seen = client.item(pushed.item_id)
+        assert (seen.status, seen.decision, seen.decided) == ("claimed", None, False)
+        services.undo(reviewer=reviewer_user)
+        services.decide(item_id=pushed.item_id, reviewer=reviewer_user, approve=False, reason_label="logic_error")
+
+    waiter = Waiter(connect, live_url, token, pushed.item_id)
+    waiter.start()
+    waiter.join(60)
+    assert isinstance(waiter.result, Item), waiter.result
+    assert (waiter.result.status, waiter.result.decision) == ("rejected", "reject")

@@ -6,11 +6,14 @@ sent-back item, and a resumed run's lineage."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 
 from reviewqueue import services
 from reviewqueue.export import export_lines, verdicts
@@ -36,12 +39,14 @@ def _push(client: Client, token: str, **fields: Any) -> Any:
 
 
 def _decided(client: Client, token: str, reviewer: User, action: str, **fields: Any) -> ReviewItem:
+    """Decided an undo window ago, so the verdict is final and told."""
     item = ReviewItem.objects.get(pk=_push(client, token, **fields).json()["item_id"])
-    services.claim(reviewer=reviewer)
+    then = timezone.now() - timedelta(seconds=settings.REVIEWQUEUE_UNDO_SECONDS + 1)
+    services.claim(reviewer=reviewer, now=then)
     if action == "send_back":
-        services.send_back(item_id=item.pk, reviewer=reviewer, note="cite the log line")
+        services.send_back(item_id=item.pk, reviewer=reviewer, note="cite the log line", now=then)
     else:
-        services.decide(item_id=item.pk, reviewer=reviewer, approve=True, edited_output="v1 text, corrected")
+        services.decide(item_id=item.pk, reviewer=reviewer, approve=True, edited_output="v1 text, corrected", now=then)
     return item
 
 
@@ -75,6 +80,22 @@ def test_a_revised_output_becomes_the_next_version_of_the_sent_back_item(
     assert response.status_code == 201
     v2 = client.get(f"/api/items/{response.json()['item_id']}", headers=_headers(token)).json()
     assert (v2["version"], v2["previous_item"], v2["status"]) == (2, v1.pk, "pending")
+
+
+def test_a_revision_is_refused_while_the_send_back_may_still_be_undone(
+    client: Client, token: str, reviewer: User
+) -> None:
+    """Inside the undo window the send-back is not told, so it is not a
+    send-back to revise either: a revision then would make the original and
+    version 2 both wait once the reviewer undoes."""
+    v1 = ReviewItem.objects.get(pk=_push(client, token).json()["item_id"])
+    services.claim(reviewer=reviewer)
+    services.send_back(item_id=v1.pk, reviewer=reviewer, note="cite the log line")
+    assert client.get(f"/api/items/{v1.pk}", headers=_headers(token)).json()["status"] == "claimed"
+    refused = _push(client, token, idempotency_key="k-2", final_output="v2 text", previous_item=v1.pk)
+    assert refused.status_code == 400
+    assert refused.json()["fields"]["previous_item"].endswith(f"item {v1.pk} was not sent back (it is claimed)")
+    assert ReviewItem.objects.count() == 1
 
 
 def test_previous_item_must_be_this_producers_sent_back_item(client: Client, token: str, reviewer: User) -> None:

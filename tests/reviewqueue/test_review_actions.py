@@ -149,6 +149,23 @@ def test_undo_of_a_started_send_back_says_why_it_stands(rita: Client, reviewer: 
     assert ReviewItem.objects.get(pk=item.pk).status == "sent_back"
 
 
+def test_undo_of_a_send_back_whose_revision_arrived_says_why_it_stands(
+    rita: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    """The producer's revision (version 2) is in: undoing the send-back would
+    leave the original and its revision both waiting."""
+    item = _hold(admit_item, reviewer)
+    _send_back(rita, item, "again", **HX)
+    revision = admit_item(final_output="version two", previous_version=item).item
+    body = rita.post(reverse("review:undo"), {"current": ""}, **HX).content.decode()
+    assert "Not undone" in body
+    assert f"its revision (item {revision.pk}) has already arrived, so the send-back stands" in body
+    assert ReviewItem.objects.get(pk=item.pk).status == "sent_back"
+    waiting = ReviewItem.objects.filter(status__in=ReviewItem.WAITING).values_list("pk", flat=True)
+    assert list(waiting) == [revision.pk]
+    assert Verdict.objects.get(item=item).decision == "send_back"
+
+
 def test_the_card_shows_earlier_versions_and_their_notes_collapsed(
     rita: Client, reviewer: User, admit_item: AdmitItem
 ) -> None:

@@ -204,7 +204,7 @@ def test_a_reviewer_cannot_decide_skip_or_renew_an_item_of_another_queue(
         lambda: services.release(item_id=theirs.pk, reviewer=reviewer),
         lambda: services.renew(item_id=theirs.pk, reviewer=reviewer),
     ):
-        with pytest.raises(services.NotLeaseHolder):
+        with pytest.raises(NotAQueueOfYours):
             act()
     theirs.refresh_from_db()
     assert (theirs.status, theirs.lease_holder) == (ReviewItem.Status.CLAIMED, walled["ravi"])
@@ -329,6 +329,39 @@ def test_a_focus_survives_next_skip_decide_and_undo(three: None, client: Client,
     assert undone["Location"] == "/review/?queue=alpha"
 
 
+def _form_url(card: str, form_id: str) -> str:
+    form = re.search(rf'<form id="{form_id}"[^>]*>', card).group(0)
+    action = re.search(r' action="([^"]*)"', form).group(1)
+    assert re.search(r'hx-post="([^"]*)"', form).group(1) == action
+    return action.replace("&amp;", "&")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("form_id", "data"),
+    [("edit-form", {"decision": "edit", "edited_output": "fixed"}), ("send-back-form", {"note": "try again"})],
+)
+def test_a_focus_survives_edit_and_send_back(
+    client: Client, reviewer: User, admit_item: AdmitItem, form_id: str, data: dict[str, str]
+) -> None:
+    """The focused queue's items come next after an edit or a send-back,
+    even while another queue of the reviewer's has a more urgent item."""
+    make_queue("alpha", reviewer)
+    admit_item(queue="alpha", priority=0, task_description="ALPHA one")
+    admit_item(queue="alpha", priority=0, task_description="ALPHA two")
+    admit_item(priority=5, task_description="DEFAULT urgent")
+    client.force_login(reviewer)
+    card = client.post(reverse("review:next") + "?queue=alpha", **HX).content.decode()
+    first = services.current_claim(reviewer=reviewer)
+    assert first.queue.slug == "alpha"
+    url = _form_url(card, form_id)
+    assert url.endswith("?queue=alpha"), url
+    client.post(url, data, **HX)
+    assert ReviewItem.objects.get(pk=first.pk).status in ("approved", "sent_back")
+    following = services.current_claim(reviewer=reviewer)
+    assert following is not None and following.queue.slug == "alpha" and following.pk != first.pk
+
+
 @pytest.mark.django_db
 def test_a_focus_on_a_queue_not_yours_is_404(three: None, client: Client, reviewer: User, make_user: Any) -> None:
     make_queue("walled", make_user("ravi", "reviewer"))
@@ -421,6 +454,77 @@ def test_a_reviewer_who_left_a_queue_no_longer_opens_the_items_they_decided_ther
     assert "TEAM task" in client.get(reverse("review_item", args=[item.pk])).content.decode()
     team.members.remove(reviewer)
     assert client.get(reverse("review_item", args=[item.pk])).status_code == 404
+
+
+@pytest.fixture
+def held_in_team(reviewer: User, admit_item: AdmitItem) -> tuple[Queue, ReviewItem]:
+    """rita reviews the queue "team" (and nothing else) and holds its one item."""
+    close_default()
+    team = make_queue("team", reviewer)
+    item = admit_item(queue="team", task_description="TEAM task").item
+    assert services.claim(reviewer=reviewer).pk == item.pk
+    return team, item
+
+
+def every_action(item: ReviewItem, reviewer: User) -> list[Callable[[], Any]]:
+    return [
+        lambda: services.renew(item_id=item.pk, reviewer=reviewer),
+        lambda: services.decide(item_id=item.pk, reviewer=reviewer, approve=True),
+        lambda: services.decide(item_id=item.pk, reviewer=reviewer, approve=True, edited_output="edited"),
+        lambda: services.decide(item_id=item.pk, reviewer=reviewer, approve=False, reason_label="unclear"),
+        lambda: services.send_back(item_id=item.pk, reviewer=reviewer, note="again"),
+        lambda: services.release(item_id=item.pk, reviewer=reviewer),
+    ]
+
+
+@pytest.mark.django_db
+def test_a_reviewer_taken_off_a_queue_loses_their_lease_on_its_item(
+    held_in_team: tuple[Queue, ReviewItem], reviewer: User, operator: User
+) -> None:
+    team, item = held_in_team
+    services.set_reviewers(queue=team, user=operator, open_to_all=False, members=[operator], groups=[])
+    item.refresh_from_db()
+    assert (item.status, item.lease_holder, item.lease_expires_at) == (ReviewItem.Status.PENDING, None, None)
+    assert services.current_claim(reviewer=reviewer) is None
+    for act in every_action(item, reviewer):
+        with pytest.raises(NotAQueueOfYours):
+            act()
+    assert services.claim(reviewer=operator).pk == item.pk  # it waits for the queue's reviewers
+
+
+@pytest.mark.django_db
+def test_membership_is_checked_at_every_action_on_a_lease_kept_from_before(
+    held_in_team: tuple[Queue, ReviewItem], reviewer: User, client: Client
+) -> None:
+    """Taken off the queue some other way (its members edited directly, a
+    group changed), the reviewer's old lease lets them do nothing."""
+    team, item = held_in_team
+    team.members.remove(reviewer)
+    for act in every_action(item, reviewer):
+        with pytest.raises(NotAQueueOfYours):
+            act()
+    assert services.current_claim(reviewer=reviewer) is None and services.claim(reviewer=reviewer) is None
+    client.force_login(reviewer)
+    seen = client.post(reverse("review:decide", args=[item.pk]), {"decision": "approve"}, **HX).content.decode()
+    ghost = item.pk + 1000
+    missing = client.post(reverse("review:decide", args=[ghost]), {"decision": "approve"}, **HX).content.decode()
+    assert "TEAM task" not in seen
+    assert _notices(seen) == [n.replace(str(ghost), str(item.pk)) for n in _notices(missing)]
+    item.refresh_from_db()
+    assert item.status == ReviewItem.Status.CLAIMED and not Verdict.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_reviewer_taken_off_a_queue_cannot_undo_a_verdict_there(
+    held_in_team: tuple[Queue, ReviewItem], reviewer: User
+) -> None:
+    team, item = held_in_team
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+    team.members.remove(reviewer)
+    with pytest.raises(services.UndoRefused, match="no longer review"):
+        services.undo(reviewer=reviewer)
+    item.refresh_from_db()
+    assert item.status == ReviewItem.Status.APPROVED and Verdict.objects.filter(item=item).exists()
 
 
 # --- gold copies ---------------------------------------------------------------------------------------

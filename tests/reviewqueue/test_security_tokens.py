@@ -83,6 +83,33 @@ def test_the_admin_never_shows_a_token_it_does_not_have(client: Client, db: None
     assert plain.split("_", 2)[2] not in page
 
 
+@pytest.mark.parametrize("name", ["loop:mock", "  loop:claude", "loop:"])
+def test_the_admin_refuses_to_rename_a_token_to_a_reserved_producer_name(client: Client, db: None, name: str) -> None:
+    """The rule create_api_token applies (built-in loop runs file their items
+    under loop:<agent>), applied in the admin too."""
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="kept for built-in loop runs"):
+        call_command("create_api_token", name)
+    token, _ = issue_token(name="ci", scopes=["outputs"])
+    admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-1")
+    client.force_login(admin)
+    response = client.post(
+        f"/admin/reviewqueue/apitoken/{token.pk}/change/", {"name": name, "scopes": ["outputs"], "webhook_url": ""}
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert "kept for built-in loop runs" in response.content.decode()
+    token.refresh_from_db()
+    assert token.name == "ci"
+    renamed = client.post(
+        f"/admin/reviewqueue/apitoken/{token.pk}/change/", {"name": "ci-2", "scopes": ["outputs"], "webhook_url": ""}
+    )
+    assert renamed.status_code == 302
+    token.refresh_from_db()
+    assert token.name == "ci-2"
+
+
 @pytest.mark.parametrize(
     "header",
     ["Bearer", "Bearer ", "Basic cnE6eA==", "Bearer rq_", "Bearer rq_00000000_", "Bearer rq_zz_zz", "bearer \x00"],

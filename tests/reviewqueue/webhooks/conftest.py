@@ -26,11 +26,18 @@ def receiver(settings: Any) -> Iterator[Receiver]:
 
 
 @pytest.fixture
-def announced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Delivery pks that would have been sent to the broker."""
+def announced(monkeypatch: pytest.MonkeyPatch, settings: Any) -> list[int]:
+    """Delivery pks that would have been sent to the broker. Verdicts here
+    are final at once (no undo window): these tests are about sending an
+    event; when a verdict's event becomes due is test_final_verdicts.py's."""
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0
     sent: list[int] = []
-    monkeypatch.setattr("reviewqueue.services.outbox.announce", sent.append)
-    monkeypatch.setattr("reviewqueue.webhooks.announce", sent.append)
+
+    def announce(pk: int, countdown: float | None = None) -> None:
+        sent.append(pk)
+
+    monkeypatch.setattr("reviewqueue.services.outbox.announce", announce)
+    monkeypatch.setattr("reviewqueue.webhooks.announce", announce)
     return sent
 
 
