@@ -3,9 +3,9 @@ them (ARCHITECTURE.md rule 11: gold measures the reviewer, who must not know
 when they are measured).
 
 A reviewer works through a loop-fed queue where gold is served half the
-time. For each item served they see: the card it came on, the card after
-their verdict, the item's own page, and what another reviewer is told who
-then tries to decide it. A classifier trained on half of the items (each
+time. For each item served they see: the card it came on, the card and the
+panel (their recent verdicts, the queue) after their verdict, the item's
+own page, and what another reviewer is told who then tries to decide it. A classifier trained on half of the items (each
 view reduced to its shape: digits, which carry ids, counts and ages, are
 masked, and so is the CSRF token) predicts the other half. It must do no
 better than always guessing the more common kind, within that guess's 95 %
@@ -58,9 +58,38 @@ def loop_fed(admit_item: Callable[..., Any], n: int, kind: str) -> ReviewItem:
 
 
 def shape(html: str) -> str:
+    """The part's shape: CSRF tokens, and digits (ids, counts, ages), masked."""
     html = re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", html)
+    html = re.sub(r'"X-CSRFToken": "[^"]*"', "", html)
     html = re.sub(r"(sources|real)-", "kind-", html)  # the test's own run names
+    html = re.sub(r"\bitems?\b", "item", html)  # "1 item waiting", "2 items waiting"
     return re.sub(r"\d+", "#", html)
+
+
+def card(html: str) -> str:
+    found = re.search(r'<section id="card".*?\n</section>', html, re.DOTALL)
+    assert found is not None, html[:300]
+    return shape(found.group(0))
+
+
+def panel(html: str, item_id: int) -> str:
+    """The context panel after a verdict: whether the item heads the
+    reviewer's recent verdicts, and the rest of the panel's shape (the list's
+    length and the pace grow with the session, whatever the items were)."""
+    found = re.search(r'<aside id="context".*?</aside>', html, re.DOTALL)
+    assert found is not None
+    aside = found.group(0)
+    recent = re.findall(r'<a href="/review/items/(\d+)/">', aside)
+    heads = bool(recent) and recent[0] == str(item_id)
+    aside = re.sub(r'<ol class="recent">.*?</ol>', "", aside, flags=re.DOTALL)
+    aside = re.sub(r"<h#>Your pace</h#>.*?<h#>", "", shape(aside), flags=re.DOTALL)
+    return f"{heads} {aside}"
+
+
+def page(html: str) -> str:
+    found = re.search(r"<article.*?</article>", html, re.DOTALL)
+    assert found is not None
+    return shape(found.group(0))
 
 
 def notice(html: str) -> str:
@@ -107,19 +136,20 @@ def test_a_classifier_over_what_a_reviewer_sees_does_no_better_than_chance(
     other.force_login(ben)
     rows: list[tuple[tuple[str, ...], bool]] = []
     while True:
-        card = mine.post(reverse("review:next"), **HX).content.decode()
+        served = mine.post(reverse("review:next"), **HX).content.decode()
         item = services.current_claim(reviewer=rita)
         if item is None:
             break
         after = mine.post(reverse("review:decide", args=[item.pk]), {"decision": "approve"}, **HX).content.decode()
-        page = mine.get(reverse("review_item", args=[item.pk])).content.decode()
+        opened = mine.get(reverse("review_item", args=[item.pk])).content.decode()
         told = other.post(reverse("review:decide", args=[item.pk]), {"decision": "approve"}, **HX).content.decode()
-        rows.append(((shape(card), shape(after), shape(page), shape(notice(told))), item.gold_id is not None))
+        views = (card(served), card(after), panel(after, item.pk), page(opened), shape(notice(told)))
+        rows.append((views, item.gold_id is not None))
     copies = sum(is_copy for _, is_copy in rows)
     left = Counter(ReviewItem.objects.values_list("status", "lease_holder__username"))
     assert copies >= ENOUGH and len(rows) - copies >= ENOUGH, (copies, len(rows) - copies, left)
 
-    for view in range(4):  # each view alone, then all of them together
+    for view in range(len(rows[0][0])):  # each view alone, then all of them together
         accuracy, chance, n = majority_accuracy([((features[view],), is_copy) for features, is_copy in rows])
         assert accuracy <= chance + 1.96 * math.sqrt(chance * (1 - chance) / n), ("view", view, accuracy, chance)
     accuracy, chance, n = majority_accuracy(rows)
