@@ -794,6 +794,7 @@ def render_item(
         "history_open": True,
         "next_versions": list(lineage.next_versions.values_list("pk", "version")),
         "runs": list(LoopRun.objects.filter(item=lineage).values_list("run_id", "outcome")),
+        "producer": lineage.producer,
         "is_reviewer": is_reviewer(user),
         # Operators only: nothing below reaches a reviewer's page.
         "gold": gold,

@@ -50,6 +50,7 @@ def loop_fed(admit_item: Callable[..., Any], n: int, kind: str) -> ReviewItem:
         last_error="AssertionError:check_2",
         attempt_count=5,
         source_run_id=f"{kind}-{n}",
+        producer="loop:nightly",
     ).item
     LoopRun.objects.create(
         run_id=f"nightly-{kind}-{n}", task_id=f"parse-{n}", task={}, item=item, outcome="cut_off", attempts=5
