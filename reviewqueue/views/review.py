@@ -357,7 +357,10 @@ def _lease_ran_out(item_id: int, state: CardState) -> Notice:
             f"{said} Nobody else had taken it, so it is yours again under a new lease: decide it again.", "error"
         )
     item = ReviewItem.objects.filter(pk=item_id).select_related("verdict__reviewer").first()
-    if item is None or item.status == ReviewItem.Status.SHED:
+    if item is None:
+        # A gold copy whose lease ran out is gone; said as for a real item that went back.
+        fate = " It went back to the queue."
+    elif item.status == ReviewItem.Status.SHED:
         fate = " It has since left the queue."
     elif item.status in ReviewItem.DECIDED:
         verdict = getattr(item, "verdict", None)
