@@ -20,6 +20,11 @@ names a ``function(output: str, note: str) -> str``; from Python, pass
 ``revise=`` to ``run_agent``. The default only appends the note as a comment,
 which is enough to see the loop turn.
 
+Either way the agent hears only final verdicts: a verdict reaches it once
+the reviewer's undo window (``REVIEWQUEUE_UNDO_SECONDS``, 15 s by default)
+has closed, so a verdict the reviewer took back never reaches it, and a
+send-back is accepted as ``previous_item`` from that moment on.
+
     python docs/examples/agent.py --url http://127.0.0.1:8000 --token rq_... \\
         --task "Write is_even(n)" --output-file answer.py
 

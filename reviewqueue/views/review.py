@@ -177,7 +177,7 @@ def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 20
         "edited_output": item.final_output if item is not None and state.edited_output is None else state.edited_output,
         "send_back_note": state.send_back_note,
         "panel_error": state.panel_error,
-        "history": history(item) if item is not None else [],
+        "history": history(as_lineage(item)) if item is not None else [],
         "lease_left": item.lease_seconds_left() if item is not None else 0,
         "oob": bool(request.htmx),
         **_context_panel(request.user, item, _focus(request)),
@@ -256,7 +256,9 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
             reason_label=mine.reason_label,
             created_at=mine.created_at,
         )
-    if verdict is None:  # a filter rule decided it, or it has only answers (a gold copy, a double review)
+    if verdict is None:
+        verdict = _copy_answer(item_id, reviewer)
+    if verdict is None:  # a filter rule decided it, or it has only answers (a double review)
         item = ReviewItem.all_objects.filter(pk=item_id).first()
         if item is None:
             return Notice(f"Item #{item_id} was already decided (removed); your {tried} was not recorded.", "error")
@@ -289,6 +291,27 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
     )
 
 
+def _copy_answer(item_id: int, reviewer: User) -> Verdict | None:
+    """Another reviewer's answer on a gold copy, said as a verdict (never
+    saved), so the notice names who decided it as it does for a real item."""
+    answer = (
+        Judgement.objects.filter(item_id=item_id, kind=Judgement.Kind.GOLD)
+        .exclude(reviewer=reviewer)
+        .select_related("reviewer")
+        .first()
+    )
+    if answer is None:
+        return None
+    return Verdict(
+        item_id=item_id,
+        queue_id=None,
+        reviewer=answer.reviewer,
+        decision=answer.decision,
+        reason_label=answer.reason_label,
+        created_at=answer.created_at,
+    )
+
+
 def _lease_ran_out(item_id: int, state: CardState) -> Notice:
     """Say what really became of an item whose lease ran out before the
     verdict: claimed again by this reviewer, taken or decided by someone
@@ -299,7 +322,10 @@ def _lease_ran_out(item_id: int, state: CardState) -> Notice:
             f"{said} Nobody else had taken it, so it is yours again under a new lease: decide it again.", "error"
         )
     item = ReviewItem.objects.filter(pk=item_id).select_related("verdict__reviewer").first()
-    if item is None or item.status == ReviewItem.Status.SHED:
+    if item is None:
+        # A gold copy whose lease ran out is gone; said as for a real item that went back.
+        fate = " It went back to the queue."
+    elif item.status == ReviewItem.Status.SHED:
         fate = " It has since left the queue."
     elif item.status in ReviewItem.DECIDED:
         verdict = getattr(item, "verdict", None)
@@ -738,15 +764,17 @@ def render_item(
     operator = is_operator(user)
     gold = getattr(item, "gold_spec", None) if operator else None
     may_mark = operator and item.gold_id is None and item.status in GOLD_SOURCES
+    lineage = item if operator else as_lineage(item)
     context = {
         "item": item,
         "status_text": status_text,
         "verdict": shown,
         "diff": output_diff(item.final_output, shown.edited_output) if edited and shown else None,
-        "history": history(item),
+        "history": history(lineage),
         "history_open": True,
-        "next_versions": list(item.next_versions.values_list("pk", "version")),
-        "runs": list(LoopRun.objects.filter(item=item).values_list("run_id", "outcome")),
+        "next_versions": list(lineage.next_versions.values_list("pk", "version")),
+        "runs": list(LoopRun.objects.filter(item=lineage).values_list("run_id", "outcome")),
+        "producer": lineage.producer,
         "is_reviewer": is_reviewer(user),
         # Operators only: nothing below reaches a reviewer's page.
         "gold": gold,
@@ -754,6 +782,17 @@ def render_item(
         "gold_form": (gold_form or GoldForm(initial=GoldForm.initial_for(item))) if may_mark else None,
     }
     return render(request, "review/item.html", context, status=status)
+
+
+def as_lineage(item: ReviewItem) -> ReviewItem:
+    """Whose run and versions a reviewer is shown beside ``item``: a gold
+    copy's source item's, since a copy has none of its own and must show
+    what a real item of its kind shows (a loop-fed queue's "Run" row, its
+    earlier versions); any other item's own."""
+    if item.gold_id is None:
+        return item
+    source = ReviewItem.objects.filter(gold_spec__pk=item.gold_id).first()
+    return source or item
 
 
 # Items an operator may mark as gold: decided by a person.

@@ -5,9 +5,12 @@ then one settled verdict."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.db.models import F
 from django.test import Client
 
 from reviewqueue import services
@@ -109,6 +112,10 @@ def test_the_producer_sees_a_waiting_item_then_one_settled_verdict(
     post_verdict(client, ben, item_id, decision="approve")
     assert producer_view(client, item_id, token)["awaiting"] == "tiebreak"
     post_verdict(client, carol, item_id, decision="approve", note="fine as it is")
+    in_window = producer_view(client, item_id, token)  # carol may still undo it: not told yet
+    assert (in_window["awaiting"], in_window["verdict"], in_window["decision"]) == ("tiebreak", None, None)
+    window = timedelta(seconds=settings.REVIEWQUEUE_UNDO_SECONDS)
+    ReviewItem.objects.filter(pk=item_id).update(decided_at=F("decided_at") - window)  # the window has closed
     settled = producer_view(client, item_id, token)
     assert (settled["status"], settled["awaiting"], settled["verdict"]["decision"]) == ("approved", None, "approve")
     assert settled["verdict"]["note"] == "fine as it is"  # the settling answer's words, not the outvoted one's

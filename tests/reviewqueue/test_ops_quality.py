@@ -409,8 +409,18 @@ def test_a_second_answer_on_a_gold_copy_is_told_as_on_any_item(
     )
     mine = _already_decided(copy.pk, reviewer, approve=True, reason_label="")
     assert mine.text.startswith(f"Item #{copy.pk} was already rejected (unclear) just now by you, in another tab")
-    other = _already_decided(copy.pk, make_user("ray", "reviewer"), approve=True, reason_label="")
-    assert other.text == f"Item #{copy.pk} was already decided (Rejected); your approval was not recorded."
+    ray = make_user("ray", "reviewer")
+    other = _already_decided(copy.pk, ray, approve=True, reason_label="")
+    # Named, as another reviewer's verdict on a real item is: a nameless notice gave copies away.
+    assert other.text == (
+        f"Item #{copy.pk} was already rejected (unclear) by {reviewer.get_username()}, just now; "
+        "your approval was not recorded."
+    )
+    real = decided(admit_item, reviewer, approve=False, label="unclear")
+    told = _already_decided(real.pk, ray, approve=True, reason_label="").text
+    assert (
+        told.replace(f"#{real.pk}", "#N").split(" by ")[1] == other.text.replace(f"#{copy.pk}", "#N").split(" by ")[1]
+    )
     assert "gold" not in (mine.text + other.text).lower()
 
 
