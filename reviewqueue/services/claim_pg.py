@@ -97,6 +97,8 @@ def _heads_sql() -> str:
     held = (
         f"(SELECT {item.pk.column} FROM {item.db_table} WHERE {col('status')} = 'claimed'"
         f" AND {col('lease_holder')} = %(reviewer)s AND {col('lease_expires_at')} >= %(now)s"
+        # a lease kept from before the reviewer left a queue holds nothing for them
+        f" AND {col('queue')} IN ({reviewable_sql()})"
         f" ORDER BY {col('claimed_at')} LIMIT 1)"
     )
     q = {name: queue.get_field(name).column for name in ("slug", "depth", "capacity", "lease_seconds")}
