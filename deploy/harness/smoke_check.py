@@ -124,6 +124,10 @@ def relay(bind: str, port: int, target_port: int) -> None:
 # --- a reviewer in the browser's place ------------------------------------------------------
 
 
+class Unanswered(Exception):
+    """The proxy gave no page from a live replica."""
+
+
 class Reviewer:
     """Signs in through the proxy and decides with plain form POSTs (CSRF included)."""
 
@@ -149,11 +153,24 @@ class Reviewer:
     def _csrf(html: str) -> str:
         match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
         if not match:
-            raise SystemExit("no CSRF token on the page")
+            raise Unanswered("no CSRF token on the page")
         return match.group(1)
 
     def decide_one(self, n: int) -> bool:
-        """Claim the next item and approve or reject it; False when none waits."""
+        """Claim the next item and approve or reject it; False when none waits.
+        A reviewer whose click met a replica going down clicks again: an
+        answer the proxy could not get (502/503, a page without its form) is
+        tried again for up to 20 s, past nginx's fail_timeout."""
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                return self._decide_once(n)
+            except (httpx.TransportError, Unanswered):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
+    def _decide_once(self, n: int) -> bool:
         page = self.http.get("/review/")
         held = re.search(r'action="/review/(\d+)/decide/"', page.text)
         if not held:
@@ -166,6 +183,8 @@ class Reviewer:
         data = {"csrfmiddlewaretoken": self._csrf(page.text)}
         data |= {"decision": "reject", "reason_label": "logic_error"} if n % 3 == 0 else {"decision": "approve"}
         answer = self.http.post(f"/review/{held.group(1)}/decide/", data=data, headers={"Referer": self.url})
+        if answer.status_code in (502, 503, 504):
+            raise Unanswered(f"the proxy answered {answer.status_code}")
         return answer.status_code == 200
 
 
