@@ -20,6 +20,9 @@ import threading
 import time
 from dataclasses import dataclass
 
+from django.db import transaction
+from django.db.models import Max
+
 from .. import policy
 from ..models import DEFAULT_QUEUE, Queue, RoutingRule
 from .errors import InvalidInput
@@ -126,3 +129,59 @@ def target_of(
         if row[0] is not None:
             raise InvalidInput("queue", f"queue {target.slug!r} is archived: it accepts nothing new")
     return target
+
+
+# --- changing the rules ---------------------------------------------------------------------------
+# The page writes rules only through these; each drops this process's copy of
+# the rules, as a change must (other processes refresh within their TTL).
+
+
+def _renumber() -> list[RoutingRule]:
+    """The rules in order with positions 0, 1, 2, ... (written only where they
+    differ), locked for the caller's transaction."""
+    rules = list(RoutingRule.objects.select_for_update().order_by("position", "pk"))
+    for i, rule in enumerate(rules):
+        if rule.position != i:
+            rule.position = i
+            RoutingRule.objects.filter(pk=rule.pk).update(position=i)
+    return rules
+
+
+def rule_add(*, rule: RoutingRule) -> RoutingRule:
+    """Save a new (unsaved) rule last in the order. Not safe to repeat: each
+    call adds a rule."""
+    with transaction.atomic():
+        last = RoutingRule.objects.select_for_update().aggregate(p=Max("position"))["p"]
+        rule.position = 0 if last is None else last + 1
+        rule.save()
+    forget()
+    return rule
+
+
+def rule_save(*, rule: RoutingRule) -> RoutingRule:
+    """Save a rule as it is, at its own position (an edited rule, or one the
+    command places). Safe to repeat for an edited rule."""
+    rule.save()
+    forget()
+    return rule
+
+
+def rule_delete(*, rule_id: int) -> None:
+    """Delete a rule; the others keep their order. Safe to repeat."""
+    RoutingRule.objects.filter(pk=rule_id).delete()
+    forget()
+
+
+def rule_move(*, rule_id: int, step: int) -> None:
+    """Swap a rule with its neighbour ``step`` (-1 above, 1 below) away; the
+    first and last stay put. Not safe to repeat (it moves again)."""
+    with transaction.atomic():
+        rules = _renumber()
+        i = next((i for i, r in enumerate(rules) if r.pk == rule_id), None)
+        if i is None:
+            return
+        j = i + step
+        if 0 <= j < len(rules):
+            RoutingRule.objects.filter(pk=rules[i].pk).update(position=j)
+            RoutingRule.objects.filter(pk=rules[j].pk).update(position=i)
+    forget()

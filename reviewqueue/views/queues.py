@@ -20,8 +20,6 @@ from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -293,16 +291,6 @@ def routing_context(form: RoutingRuleForm, preview: RoutePreviewForm) -> dict[st
     return {"rules": rules, "form": form, "preview": preview, "target": target}
 
 
-def _renumber() -> list[RoutingRule]:
-    """The rules in order with positions 0, 1, 2, ... (written only where they differ)."""
-    rules = list(RoutingRule.objects.select_for_update().order_by("position", "pk"))
-    for i, rule in enumerate(rules):
-        if rule.position != i:
-            rule.position = i
-            RoutingRule.objects.filter(pk=rule.pk).update(position=i)
-    return rules
-
-
 @require_http_methods(["GET", "POST"])
 @operator_required
 def routing_rules(request: HttpRequest) -> HttpResponse:
@@ -311,12 +299,7 @@ def routing_rules(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = RoutingRuleForm(request.POST)
         if form.is_valid():
-            with transaction.atomic():
-                last = RoutingRule.objects.select_for_update().aggregate(p=Max("position"))["p"]
-                rule = form.save(commit=False)
-                rule.position = 0 if last is None else last + 1
-                rule.save()
-            routing.forget()
+            rule = routing.rule_add(rule=form.save(commit=False))
             messages.success(request, f"Routing rule added: #{rule.position + 1} sends work to {rule.queue.slug}.")
             return redirect("ops:routing")
         return render(request, "ops/routing.html", routing_context(form, preview), status=400)
@@ -330,8 +313,7 @@ def routing_rule_edit(request: HttpRequest, rule_id: int) -> HttpResponse:
     if request.method == "POST":
         form = RoutingRuleForm(request.POST, instance=rule)
         if form.is_valid():
-            form.save()
-            routing.forget()
+            routing.rule_save(rule=form.save(commit=False))
             messages.success(request, "Routing rule saved.")
             return redirect("ops:routing")
         return render(request, "ops/routing_rule.html", {"form": form, "rule": rule}, status=400)
@@ -341,9 +323,8 @@ def routing_rule_edit(request: HttpRequest, rule_id: int) -> HttpResponse:
 @require_POST
 @operator_required
 def routing_rule_delete(request: HttpRequest, rule_id: int) -> HttpResponse:
-    rule = get_object_or_404(RoutingRule, pk=rule_id)
-    rule.delete()
-    routing.forget()
+    get_object_or_404(RoutingRule, pk=rule_id)
+    routing.rule_delete(rule_id=rule_id)
     messages.success(request, "Routing rule deleted.")
     return redirect("ops:routing")
 
@@ -359,12 +340,5 @@ def routing_rule_move(request: HttpRequest, rule_id: int, direction: str) -> Htt
     if step is None:
         return HttpResponse("unknown direction", status=400)
     get_object_or_404(RoutingRule, pk=rule_id)
-    with transaction.atomic():
-        rules = _renumber()
-        i = next(i for i, r in enumerate(rules) if r.pk == rule_id)
-        j = i + step
-        if 0 <= j < len(rules):
-            RoutingRule.objects.filter(pk=rules[i].pk).update(position=j)
-            RoutingRule.objects.filter(pk=rules[j].pk).update(position=i)
-    routing.forget()
+    routing.rule_move(rule_id=rule_id, step=step)
     return redirect("ops:routing")

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from reviewqueue import services
 from reviewqueue.models import Queue, RoutingRule
+from reviewqueue.services import routing
 
 
 class Command(BaseCommand):
@@ -137,5 +138,5 @@ class Command(BaseCommand):
         if options["exist_ok"] and same is not None:
             self.stdout.write(f"routing rule #{same.pk} exists")
             return
-        rule.save()
+        routing.rule_save(rule=rule)
         self.stdout.write(f"routing rule #{rule.pk}: matching work goes to {rule.queue.slug}")
