@@ -9,7 +9,7 @@ finishes afterwards. In kombu 5.7 its transport is already detached by then,
 so building a Redis client fails with ``AttributeError: 'NoneType' object has
 no attribute 'hostname'`` instead of a connection error. Celery treats that
 as unrecoverable and the worker exits: nothing runs until it is restarted
-(``tests/reviewqueue/test_faults_redis.py`` reproduces it).
+(``tests/reviewqueue/faults/test_faults_redis.py`` reproduces it).
 
 Here a channel whose connection is gone raises the connection error kombu
 and Celery handle: the worker logs it and carries on with its new

@@ -669,7 +669,7 @@ class Judgement(models.Model):
     a double-reviewed item (rounds 1, 2 and, after a disagreement, 3) or a
     gold item's copy. The item's settled verdict is its ``Verdict``; a gold
     copy never has one. Agreement and reviewer reliability are computed from
-    these rows (reviewqueue/quality.py)."""
+    these rows (reviewqueue/agreement.py)."""
 
     class Kind(models.TextChoices):
         REVIEW = "review", "double review"

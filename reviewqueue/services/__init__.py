@@ -16,9 +16,9 @@ one-statement admit  ``admission_pg`` (PostgreSQL: its SQL and cursor state)
 depth and mode       ``depth`` (kept depth, mode history, reconciling)
 leases               ``leases`` (claim, release, renew, expiry)
 verdicts and undo    ``verdicts`` (decide, send back, undo, tuner feedback, rule proposals)
-operator decisions   ``queue_policy`` (queues, policy settings, filter-rule decisions)
+operator decisions   ``queues`` (queues, policy settings, filter-rule decisions)
 routing              ``routing`` (which queue work goes to: slug or routing rules)
-review quality       ``quality`` (double review, gold items, standing, reliability)
+review quality       ``review_quality`` (double review, gold items, standing, reliability)
 input hygiene        ``cleaning`` (clean_text, clean_json)
 errors               ``errors`` (QueueError and its subclasses)
 ===================  ===========================================================
@@ -43,8 +43,8 @@ from .errors import (
 )
 from .leases import claim, current_claim, expire_leases, release, renew
 from .outcomes import AdmitResult
-from .quality import is_paused, mark_gold, reestimate, reinstate, retire_gold
-from .queue_policy import archive_queue, create_queue, decide_rule, policy_update, set_reviewers
+from .queues import archive_queue, create_queue, decide_rule, policy_update, set_reviewers
+from .review_quality import is_paused, mark_gold, reestimate, reinstate, retire_gold
 from .verdicts import decide, send_back, settle, undo
 
 __all__ = [

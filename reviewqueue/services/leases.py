@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from .. import policy
 from ..models import OPERATOR_ROUND, Judgement, Queue, ReviewerStanding, ReviewItem
-from . import claim_pg, quality
+from . import claim_pg, review_quality
 from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
 
 log = logging.getLogger("reviewqueue.services")
@@ -47,7 +47,7 @@ def expire_leases(*, now: datetime | None = None) -> int:
     beat task runs it. ``claim`` does not wait for it: it takes an item whose
     lease ran out itself. Safe to repeat."""
     now = now or timezone.now()
-    quality.expire_gold_copies(now)  # a gold copy never goes back to the queue
+    review_quality.expire_gold_copies(now)  # a gold copy never goes back to the queue
     return ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now).update(
         status=ReviewItem.Status.PENDING,
         lease_holder=None,
@@ -118,7 +118,7 @@ def claim(
     order = sorted((head for head in heads if head.head.waiting), key=lambda head: policy.serving_key(head.head))
     if not order:
         return None
-    gold = quality.serve_gold(
+    gold = review_quality.serve_gold(
         reviewer,
         now,
         lease_seconds,
@@ -204,7 +204,7 @@ def queue_heads(
     ]
     if not found:  # no queue to read the standing and the lease beside: read them alone
         mine = current_claim(reviewer=reviewer, now=now)
-        return heads, quality.is_paused(reviewer), mine.pk if mine is not None else None
+        return heads, review_quality.is_paused(reviewer), mine.pk if mine is not None else None
     return heads, bool(found[0][-2]), found[0][-1]
 
 

@@ -44,14 +44,14 @@ from ..models import (
     StepLimitChange,
     Verdict,
 )
-from . import quality
+from . import review_quality
 from .cleaning import clean_text
 from .depth import after_depth_change, take_one_off_depth
 from .errors import AlreadyDecided, InvalidInput, NothingToUndo, QueueError, UndoRefused
 from .finality import undo_window
 from .leases import held_item
 from .outbox import item_decided, item_sent_back, withdraw_verdict_event
-from .quality import Answer
+from .review_quality import Answer
 from .runs import cancel_resumed_run, resume_sent_back
 
 log = logging.getLogger("reviewqueue.services")
@@ -184,12 +184,12 @@ def _answer(item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, now: d
     score, a round of a double review, or the item's verdict. Answers the
     verdict, or, while none is settled, the answer as an unsaved Verdict."""
     if item.gold_id is not None:
-        quality.answer_gold(item, reviewer, answer, now)
+        review_quality.answer_gold(item, reviewer, answer, now)
         return answer.unsettled(item, reviewer, now)
     rate = getattr(item, "double_review_rate", None) or 0.0
-    if item.review_round == 1 and not quality.wants_second_review(item, reviewer, rate):
+    if item.review_round == 1 and not review_quality.wants_second_review(item, reviewer, rate):
         return settle_item(item, reviewer, answer, "reviewer", now)
-    settled = quality.record_review(item, reviewer, answer, now)
+    settled = review_quality.record_review(item, reviewer, answer, now)
     if settled is None:
         return answer.unsettled(item, reviewer, now)
     return settle_item(item, *settled, now)
@@ -253,13 +253,13 @@ def settle(
 
 def _operator_answer(decision: str, reason_label: str, note: str) -> Answer:
     note_text, _ = clean_text(note, limit=NOTE_LIMIT)
-    if decision == quality.APPROVE:
+    if decision == review_quality.APPROVE:
         return Answer(Verdict.Decision.APPROVE, note=note_text)
-    if decision == quality.REJECT:
+    if decision == review_quality.REJECT:
         if reason_label not in ReasonLabel.values:
             raise InvalidInput("reason_label", f"a rejection needs one of {', '.join(ReasonLabel.values)}")
         return Answer(Verdict.Decision.REJECT, reason_label=reason_label, note=note_text)
-    if decision == quality.SEND_BACK:
+    if decision == review_quality.SEND_BACK:
         if not note_text.strip():
             raise InvalidInput("note", "sending back needs a note: say what the next try should change")
         return Answer(Verdict.Decision.SEND_BACK, note=note_text)
@@ -361,7 +361,7 @@ def _undo_answer(queue: Queue, answer: Judgement, reviewer: AbstractBaseUser, no
     answer.delete()
     _hand_back(item, reviewer, queue, now)
     if item.gold_id is not None:
-        quality.update_standing(reviewer, now)
+        review_quality.update_standing(reviewer, now)
     return item
 
 
@@ -410,14 +410,14 @@ def _retune(queue: Queue, verdict: Verdict, window: list[WindowRow], now: dateti
 
     Only an approval counts as one: an edit or a send-back says the output
     was not acceptable as the loop produced it. The noise-aware tuner weighs
-    each verdict by its reviewers' estimated reliability (``quality.
+    each verdict by its reviewers' estimated reliability (``review_quality.
     window_probabilities``) and keeps the expected limit of a noise-free
     tuner; loops run it rounded."""
     cfg = queue.tuner()
     window = window[-cfg.window :] if cfg.window else []
     fields = []
     if queue.tuner_rule == "noise_aware":
-        probabilities = quality.window_probabilities(window, queue)
+        probabilities = review_quality.window_probabilities(window, queue)
         expected = queue.expected_step_limit
         if expected is None or policy.applied_step_limit(expected, cfg) != queue.step_limit:
             expected = float(queue.step_limit)  # first look, or an operator set the limit since

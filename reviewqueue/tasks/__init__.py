@@ -9,7 +9,7 @@ package, which imports its modules here so that all of them register.
 """
 
 from .loops import resubmit_stale_runs, run_loop
-from .ops import estimate_reliability, evaluate_alerts, expire_leases, run_simulation, sample_depth
+from .periodic import estimate_reliability, evaluate_alerts, expire_leases, run_simulation, sample_depth
 from .webhooks import deliver, sweep
 
 __all__ = [

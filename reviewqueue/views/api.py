@@ -21,7 +21,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 from pydantic import field_validator
 
-from .. import quality, services, stats
+from .. import agreement, services, stats
 from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
 from ..services.finality import is_final
@@ -407,8 +407,8 @@ def queue_stats(request: HttpRequest, queue: str | None = None) -> dict[str, Any
     target = Queue.default() if not queue else Queue.objects.filter(slug=queue).first()
     if target is None:
         raise services.InvalidInput("queue", f"unknown queue {queue[:60]!r}")
-    agreement = quality.agreement_for_producers(quality.cached_quality_report())
-    return {**stats.snapshot(queue=target), "agreement": agreement}
+    by_reviewer = agreement.agreement_for_producers(agreement.cached_quality_report())
+    return {**stats.snapshot(queue=target), "agreement": by_reviewer}
 
 
 @api.get(

@@ -42,7 +42,7 @@ from ..forms import (
 from ..models import FilterRule, PolicyAudit, Queue, ReasonLabel, SimulationRun, Verdict
 from ..policy import FILTER_GATES
 from ..services.simulations import ADD_QUEUE_KIND, execute_simulation
-from ..tasks.ops import run_simulation
+from ..tasks.periodic import run_simulation
 from .http import HtmxHttpRequest
 from .quality import dashboard_summary
 from .queues import fmt_duration, fmt_ratio, queue_scoped, scope_context, scoped_url

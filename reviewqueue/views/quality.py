@@ -16,7 +16,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import quality, services
+from .. import agreement, services
 from ..access import operator_required
 from ..forms import GoldForm, SettleForm
 from ..models import GoldItem, Judgement, Queue, ReviewerStanding, ReviewItem
@@ -108,7 +108,7 @@ def dashboard_summary() -> dict[str, Any]:
     quality page (one cache read while it is fresh): decision alpha,
     disagreements waiting for a third reviewer or an operator, and reviewers
     flagged or paused."""
-    report = quality.cached_quality_report()
+    report = agreement.cached_quality_report()
     double = report.get("double_review", {})
     reading, tone = alpha_reading(report.get("decision_alpha"), report.get("min_pair_overlap", 10))
     return {
@@ -122,7 +122,7 @@ def dashboard_summary() -> dict[str, Any]:
 
 
 def page_context(forms: dict[int, SettleForm] | None = None) -> dict[str, Any]:
-    report = quality.cached_quality_report()
+    report = agreement.cached_quality_report()
     queue = Queue.current()
     items = list(disagreements()[:DISAGREEMENTS_SHOWN])
     forms = forms or {}
@@ -149,7 +149,7 @@ def forget_report() -> None:
     counts, so the page they return to shows the change, not a minute-old
     copy. An unreachable cache only leaves the old copy to run out."""
     try:
-        cache.delete(quality.CACHE_KEY)
+        cache.delete(agreement.CACHE_KEY)
     except Exception:  # noqa: BLE001 - the change is recorded; the report catches up within its cache time
         log.warning("cache unreachable; the quality report may lag for a minute")
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _no_login_limit(settings: Any) -> None:
     # These tests sign in more often than the login rate limit allows a person
-    # per minute; the limit has its own tests (tests/reviewqueue/test_security_login.py).
+    # per minute; the limit has its own tests (tests/reviewqueue/security/test_security_login.py).
     settings.RATELIMIT_ENABLE = False
 
 

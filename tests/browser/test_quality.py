@@ -28,11 +28,11 @@ def _no_login_limit(settings: Any) -> None:
 def quality_data(admit_item: Any, make_user: Any, operator: Any) -> dict[str, Any]:
     """A flagged and paused reviewer with wrong gold answers, a gold item with
     its copies, and two disagreements: one for a third reviewer, one for an operator."""
-    from reviewqueue import quality, services
+    from reviewqueue import agreement, services
     from reviewqueue.models import GoldItem, Judgement, Queue, ReviewerStanding, ReviewItem
 
     Queue.objects.filter(pk=Queue.current().pk).update(double_review_rate=0, gold_rate=0, gold_pause=True)
-    cache.delete(quality.CACHE_KEY)  # a report cached by an earlier test would name other reviewers
+    cache.delete(agreement.CACHE_KEY)  # a report cached by an earlier test would name other reviewers
     paula = make_user("paula-with-a-rather-long-username", "reviewer")
     gina = make_user("gina", "reviewer")
     rob = make_user("rob", "reviewer")

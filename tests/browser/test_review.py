@@ -96,7 +96,7 @@ def test_it_lets_a_reviewer_decide_five_items_with_the_keyboard_only(page, login
 
 def test_it_never_shows_two_reviewers_the_same_item(new_context, login, make_user, admit_item):
     # One review per item: a double-reviewed item is meant for two reviewers
-    # (tests/reviewqueue/test_double_review_views.py).
+    # (tests/reviewqueue/views/test_double_review_views.py).
     services.policy_update(user=None, changes={"double_review_rate": 0})
     make_user("rita", "reviewer")
     make_user("ravi", "reviewer")

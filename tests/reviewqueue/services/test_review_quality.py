@@ -22,7 +22,7 @@ from reviewqueue.models import (
     Verdict,
     WebhookDelivery,
 )
-from reviewqueue.services import quality
+from reviewqueue.services import review_quality
 
 pytestmark = [pytest.mark.double_review, pytest.mark.django_db]
 
@@ -32,7 +32,7 @@ CALLBACK = "http://127.0.0.1:9/hook"
 @pytest.fixture(autouse=True)
 def _loopback_callbacks(settings: Any) -> None:
     settings.WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
-    quality.forget_gold_settings()
+    review_quality.forget_gold_settings()
 
 
 @pytest.fixture
