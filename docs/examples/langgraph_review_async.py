@@ -123,9 +123,11 @@ async def serve(args: argparse.Namespace, client: AsyncClient, saver: Any) -> No
     receiver = WebhookReceiver(os.environ["REVIEWQUEUE_WEBHOOK_SECRET"], handle)
     host, _, port = args.listen.rpartition(":")
     # The receiver runs on this event loop, the one the checkpointer's connection belongs to.
-    server = uvicorn.Server(
-        uvicorn.Config(receiver.asgi, host=host, port=int(port), lifespan="off", log_level="warning")
+    # interface="asgi3": uvicorn cannot tell a bound method's ASGI version by itself.
+    config = uvicorn.Config(
+        receiver.asgi, host=host, port=int(port), interface="asgi3", lifespan="off", log_level="warning"
     )
+    server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
     while not server.started and not serving.done():
         await asyncio.sleep(0.05)
