@@ -158,7 +158,7 @@ async def arequest_review(
 @dataclass(frozen=True)
 class _Ask:
     """One review asked from the node running now: what to push, and what to
-    do with the answer. Shared by the sync and the async helper."""
+    do with the answer. Shared by request_review and arequest_review."""
 
     thread_id: str
     namespace: str

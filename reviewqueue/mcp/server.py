@@ -147,7 +147,7 @@ def build_server(settings: Settings, *, name: str = "reviewqueue") -> MCPServer:
         held_back, wait retry_after seconds and call again with the same
         idempotency_key. cutoff_reason says why the agent stopped (step_limit,
         stuck, external, ...); a higher priority is shed last. metadata is a
-        JSON object of yours (a session or branch name) that get_verdict
+        JSON object of yours (a task or branch name) that get_verdict
         hands back and reviewers never see."""
         key = idempotency_key or f"mcp-{uuid.uuid4().hex}"
 

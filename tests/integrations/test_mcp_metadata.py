@@ -19,7 +19,7 @@ def test_metadata_goes_with_the_request_and_comes_back_with_the_verdict(
     live_url: str, issue: Callable[..., str]
 ) -> None:
     token = issue("coding-agent", ("outputs",))
-    mine = {"session": "s-12", "branch": "fix/flaky-test"}
+    mine = {"task": "t-12", "branch": "fix/flaky-test"}
 
     async def scenario(session: ClientSession) -> list[tuple[dict[str, Any], bool]]:
         pushed = await call(session, "request_review", task="t", output="o", metadata=mine)
