@@ -42,7 +42,8 @@ class ReviewItemAdmin(ReadOnlyAdmin):
         "created_at",
     )
     list_filter = ("queue", "status", "label", "draft", "cutoff_reason", "task_kind")
-    search_fields = ("task_id", "idempotency_key", "source_run_id", "task_description")
+    # metadata: the producer's routing object, so an operator finds an item by its thread or trace id.
+    search_fields = ("task_id", "idempotency_key", "source_run_id", "metadata", "task_description")
     readonly_fields = ("created_at", "updated_at", "claimed_at", "decided_at", "shed_at", "idempotency_key")
     raw_id_fields = ("lease_holder",)
     date_hierarchy = "created_at"

@@ -475,6 +475,15 @@ class ReviewItem(models.Model):
         related_name="next_versions",
         help_text="the item this one's run was sent back from",
     )
+    # JSON text, not a JSONField, for the reason failing_checks gives. The
+    # producer's own: read back by it and by operators, never shown to reviewers.
+    metadata = models.TextField(
+        blank=True,
+        default="",
+        db_default="",
+        help_text="the producer's JSON object for routing the verdict back (a thread id, say); "
+        "never shown to reviewers",
+    )
     review_round = models.PositiveSmallIntegerField(
         default=1,
         db_default=1,
@@ -565,6 +574,14 @@ class ReviewItem(models.Model):
             for c in value
             if isinstance(c, dict) and c.get("id")
         ]
+
+    def metadata_object(self) -> dict[str, Any]:
+        """The producer's metadata as it sent it; {} when it sent none."""
+        try:
+            value: Any = json.loads(self.metadata) if self.metadata else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
     @property
     def reviewed_is_earlier(self) -> bool:

@@ -146,6 +146,7 @@ def push_output(
     priority: int | None = None,
     callback_url: str | None = None,
     queue: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
     **fields: Any,
 ) -> Call[Output | Backpressure]:
     payload = _present(
@@ -158,6 +159,7 @@ def push_output(
         priority=priority,
         callback_url=callback_url,
         queue=queue,
+        metadata=dict(metadata) if metadata is not None else None,
         **fields,
     )
     read = _or_backpressure(_parsed(Output.from_json), key=idempotency_key)

@@ -87,7 +87,9 @@ class Client:
         first. The other fields the API takes (``cutoff_reason``,
         ``last_error``, ``attempt_count``, ``priority``, ``callback_url``,
         ``queue``, ``task_id``, ``failing_checks``, ...) are sent as given;
-        None leaves a field to the server's default.
+        None leaves a field to the server's default. ``metadata``, a JSON
+        object of yours (a thread id, a trace id), comes back on the ``Item``
+        and in the item's webhook events, and no reviewer sees it.
         """
         return self._send(
             calls.push_output(

@@ -24,6 +24,10 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
 @dataclass(frozen=True)
 class Output:
     """``POST /api/outputs`` stored the output (201 enqueued; 200 shed,
@@ -111,6 +115,8 @@ class Item:
     previous_item: int | None = None
     awaiting: str | None = None
     """While waiting: ``review``, ``second_review``, ``tiebreak`` or ``operator``."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """The JSON object pushed with the output (``{}`` when none was)."""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -126,6 +132,7 @@ class Item:
             version=_int_or_none(body.get("version")),
             previous_item=_int_or_none(body.get("previous_item")),
             awaiting=_str_or_none(body.get("awaiting")),
+            metadata=_object(body.get("metadata")),
             raw=dict(body),
         )
 
@@ -199,3 +206,9 @@ class Event:
             data=dict(data) if isinstance(data, Mapping) else {},
             raw=dict(body),
         )
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """An item event's ``metadata``: the object pushed with the item's
+        output (``{}`` when none was, or for an event of no item)."""
+        return _object(self.data.get("metadata"))

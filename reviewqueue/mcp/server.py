@@ -88,6 +88,8 @@ def verdict(item: Item) -> dict[str, Any]:
     body: dict[str, Any] = {"item_id": item.item_id, "status": item.status, "decided": item.decided}
     if item.awaiting:
         body["awaiting"] = item.awaiting
+    if item.metadata:
+        body["metadata"] = item.metadata
     if item.verdict is not None:
         body["decision"] = item.verdict.decision
         body["reason_label"] = item.verdict.reason_label
@@ -138,12 +140,15 @@ def build_server(settings: Settings, *, name: str = "reviewqueue") -> MCPServer:
         priority: int | None = None,
         cutoff_reason: str | None = None,
         idempotency_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> CallToolResult:
         """Send an output to the human review queue. Returns its item_id and the
         queue's mode (normal, draft or shedding). When the answer says
         held_back, wait retry_after seconds and call again with the same
         idempotency_key. cutoff_reason says why the agent stopped (step_limit,
-        stuck, external, ...); a higher priority is shed last."""
+        stuck, external, ...); a higher priority is shed last. metadata is a
+        JSON object of yours (a task or branch name) that get_verdict
+        hands back and reviewers never see."""
         key = idempotency_key or f"mcp-{uuid.uuid4().hex}"
 
         async def push(client: AsyncClient) -> CallToolResult:
@@ -154,6 +159,7 @@ def build_server(settings: Settings, *, name: str = "reviewqueue") -> MCPServer:
                 queue=queue,
                 priority=priority,
                 cutoff_reason=cutoff_reason,
+                metadata=metadata,
             )
             if isinstance(pushed, Backpressure):
                 return result(

@@ -59,6 +59,7 @@ def admit(
     callback_url: str = "",
     previous_version: ReviewItem | None = None,
     queue: Queue | str | None = None,
+    metadata: Mapping[str, Any] | None = None,
     now: datetime | None = None,
 ) -> AdmitResult:
     """Admit one produced output to the queue under the watermark policy.
@@ -72,7 +73,9 @@ def admit(
     ``previous_version``: the item whose send-back led to this output.
     ``queue`` (a row or a slug) is the queue it goes to; without one the
     routing rules choose (``routing.resolve``). An unknown or archived queue
-    is refused as ``InvalidInput`` naming it.
+    is refused as ``InvalidInput`` naming it. ``metadata`` is the producer's
+    own JSON object (``checked_metadata``), kept with the item and handed
+    back with it and its events, never shown to reviewers.
 
     Safe to repeat: a second call with the same ``idempotency_key`` from the
     same ``producer`` changes nothing and answers "duplicate" with the first
@@ -84,6 +87,7 @@ def admit(
     _check_choices(cutoff_reason, label, priority, attempt_count)
     grade = _checked_grade(attempt_count, reviewed_attempt, checks_passed, checks_total, failing_checks, reviewed_score)
     texts = _cleaned_texts(task_description, final_output, last_error)
+    stored_metadata = checked_metadata(metadata)
     now = now or timezone.now()
     target = routing.target_of(queue, producer=producer, task_kind=task_kind, priority=priority, task_id=task_id)
     item = ReviewItem(
@@ -99,6 +103,7 @@ def admit(
         source_run_id=short_text(source_run_id, 200),
         producer=short_text(producer, 100),
         callback_url=callback_url,
+        metadata=stored_metadata,
         version=previous_version.version + 1 if previous_version is not None else 1,
         previous_version=previous_version,
         created_at=now,
@@ -204,6 +209,65 @@ def _clean_grade(
             raise InvalidInput("failing_checks", f"about of {check['id'][:50]!r} must be text")
         cleaned.append({"id": clean_text(check["id"], limit=200)[0], "about": clean_text(about, limit=200)[0]})
     return json.dumps(cleaned) if cleaned else ""
+
+
+# The producer's metadata: small enough to ride on every event of its item.
+METADATA_MAX_BYTES = 8192
+METADATA_MAX_DEPTH = 8
+
+
+def checked_metadata(metadata: object) -> str:
+    """The producer's metadata as the JSON text the item stores ("" for none).
+
+    It must be a JSON object with text keys, nested at most
+    ``METADATA_MAX_DEPTH`` deep, holding only JSON values (no NaN or
+    infinity), and at most ``METADATA_MAX_BYTES`` once serialised as UTF-8.
+    Anything else is refused naming the field, never cleaned: a producer
+    routes verdicts with these values, and a replaced character would route
+    one elsewhere. So a lone surrogate is refused; a NUL is kept (escaped)."""
+    if metadata is None:
+        return ""
+    if not isinstance(metadata, Mapping):
+        raise InvalidInput("metadata", "must be a JSON object")
+    _check_metadata_value(metadata, "metadata", 1)
+    try:
+        text = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        size = len(text.encode("utf-8"))
+    except ValueError as exc:  # NaN or infinity; UnicodeEncodeError is a ValueError too
+        raise InvalidInput("metadata", f"must be plain JSON: {str(exc)[:100]}") from None
+    if size > METADATA_MAX_BYTES:
+        raise InvalidInput("metadata", f"is {size} bytes as JSON; at most {METADATA_MAX_BYTES}")
+    return text if metadata else ""
+
+
+def _check_metadata_value(value: object, where: str, depth: int) -> None:
+    """Refuse what JSON cannot carry, or carries too deep, naming where it is."""
+    if isinstance(value, Mapping | list | tuple) and depth > METADATA_MAX_DEPTH:
+        raise InvalidInput("metadata", f"nested deeper than {METADATA_MAX_DEPTH} levels at {where[:100]}")
+    if isinstance(value, Mapping):
+        if len(value) > METADATA_MAX_BYTES:  # each entry takes bytes: refused before walking a huge one
+            raise InvalidInput("metadata", f"is over {METADATA_MAX_BYTES} bytes as JSON")
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise InvalidInput("metadata", f"keys must be text; {where[:100]} has {type(key).__name__} {key!r:.40}")
+            _check_text(key, where)
+            _check_metadata_value(inner, f"{where}.{key[:40]}", depth + 1)
+    elif isinstance(value, list | tuple):
+        if len(value) > METADATA_MAX_BYTES:
+            raise InvalidInput("metadata", f"is over {METADATA_MAX_BYTES} bytes as JSON")
+        for index, inner in enumerate(value):
+            _check_metadata_value(inner, f"{where}[{index}]", depth + 1)
+    elif isinstance(value, str):
+        _check_text(value, where)
+    elif value is not None and not isinstance(value, bool | int | float):
+        raise InvalidInput("metadata", f"{where[:100]} is a {type(value).__name__}, not a JSON value")
+
+
+def _check_text(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("metadata", f"{where[:100]} holds a lone surrogate, which is not text") from None
 
 
 def _cleaned_texts(task_description: str | bytes, final_output: str | bytes, last_error: str | bytes) -> dict[str, Any]:

@@ -10,7 +10,9 @@ finds the row anyway (``reviewqueue.webhooks``). Nothing here talks to a
 receiver, and no lock is taken beyond the caller's.
 
 The event body is fixed when it is written, so every attempt sends, and
-signs, the same bytes, and a receiver can dedupe on its ``id``.
+signs, the same bytes, and a receiver can dedupe on its ``id``. Every
+item event carries the item's ``metadata``, the producer's own object, so a
+producer routes a verdict back to whatever asked for it without a lookup.
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ def item_decided(item: ReviewItem, verdict: Verdict, now: datetime) -> WebhookDe
         "reason_label": verdict.reason_label,
         "note": verdict.note,
         "version": item.version,
+        "metadata": item.metadata_object(),
     }
     return record_event(
         EventType.ITEM_DECIDED,
@@ -137,7 +140,7 @@ def item_decided(item: ReviewItem, verdict: Verdict, now: datetime) -> WebhookDe
 def item_sent_back(item: ReviewItem, verdict: Verdict, now: datetime) -> WebhookDelivery | None:
     """``item.sent_back``: the reviewer's note, for the producer's next try;
     due, like ``item.decided``, once the send-back is final."""
-    data = {"note": verdict.note, "version": item.version}
+    data = {"note": verdict.note, "version": item.version, "metadata": item.metadata_object()}
     return record_event(
         EventType.ITEM_SENT_BACK,
         url=item.callback_url,
@@ -165,7 +168,7 @@ def withdraw_verdict_event(item: ReviewItem, decided_at: datetime) -> bool:
 
 def item_shed(item: ReviewItem, now: datetime) -> WebhookDelivery | None:
     """``item.shed``: dropped at capacity; no reviewer will see it."""
-    data = {"priority": item.priority}
+    data = {"priority": item.priority, "metadata": item.metadata_object()}
     return record_event(
         EventType.ITEM_SHED, url=item.callback_url, producer=item.producer, item=item, data=data, now=now
     )
@@ -173,7 +176,7 @@ def item_shed(item: ReviewItem, now: datetime) -> WebhookDelivery | None:
 
 def item_filtered(item: ReviewItem, now: datetime) -> WebhookDelivery | None:
     """``item.filtered``: rejected by an enabled filter rule's gate."""
-    data = {"filter_reason": item.filter_reason}
+    data = {"filter_reason": item.filter_reason, "metadata": item.metadata_object()}
     return record_event(
         EventType.ITEM_FILTERED, url=item.callback_url, producer=item.producer, item=item, data=data, now=now
     )

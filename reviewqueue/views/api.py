@@ -137,6 +137,12 @@ CALLBACK_URL_HELP = (
     "Its host must be in the server's WEBHOOK_ALLOWED_HOSTS, and the producer needs a webhook secret"
 )
 
+METADATA_HELP = (
+    "optional; your own JSON object (a thread id, a checkpoint, a trace id) kept with the item, returned "
+    "with it and in its webhook events, never shown to reviewers. Text keys, at most 8 levels deep, "
+    "at most 8192 bytes as JSON; anything else is a 400 naming metadata"
+)
+
 
 class CallbackUrlRefused(Exception):
     """A callback URL the server will not call (400 with ``code``)."""
@@ -213,6 +219,7 @@ class OutputIn(Schema):
     )
     callback_url: str | None = Field(None, max_length=2000, description=CALLBACK_URL_HELP)
     queue: str | None = Field(None, description=QUEUE_HELP)
+    metadata: dict[str, Any] | None = Field(None, description=METADATA_HELP)
 
     @field_validator(
         "task_description", "final_output", "last_error", "task_id", "task_kind", "source_run_id", mode="before"
@@ -468,6 +475,7 @@ def _common(item: ReviewItem) -> dict[str, Any]:
         "label": item.label,
         "version": item.version,
         "previous_item": item.previous_version_id,
+        "metadata": item.metadata_object(),
     }
 
 

@@ -34,7 +34,7 @@ def examples() -> dict[str, tuple[str, str]]:
 
 
 def test_the_doc_has_an_example_per_adapter() -> None:
-    assert set(examples()) == {"async", "langgraph", "mcp-config", "mcp"}
+    assert set(examples()) == {"async", "langgraph", "langgraph-async", "mcp-config", "mcp"}
 
 
 @pytest.mark.parametrize(
@@ -42,6 +42,7 @@ def test_the_doc_has_an_example_per_adapter() -> None:
     [
         ("async", "approve", "verdict approved approve"),
         ("langgraph", "reject", "result reject: logic_error off by one"),
+        ("langgraph-async", "reject", "result reject: logic_error off by one"),
         ("mcp", "approve", "verdict approved approve"),
     ],
 )
@@ -77,7 +78,7 @@ def test_each_example_runs_and_sees_its_verdict(
     finally:
         proc.kill()
     assert proc.returncode == 0, stderr
-    assert f"pushed {item.pk} mode normal" in stdout or name == "langgraph", stdout
+    assert f"pushed {item.pk} mode normal" in stdout or name.startswith("langgraph"), stdout
     assert stdout.strip().splitlines()[-1] == expected
 
 

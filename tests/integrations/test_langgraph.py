@@ -212,3 +212,25 @@ def test_the_receiver_mounts_as_an_asgi_app(tmp_path: Path) -> None:
         rig.close()
     assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [400, 200]
     assert state.values["result"] == "rejected: unclear why"
+
+
+def test_the_push_names_the_thread_in_the_metadata_beside_the_nodes_own(tmp_path: Path) -> None:
+    from langgraph.graph import END, START, StateGraph
+
+    from reviewqueue.integrations.langgraph import Pressure, request_review
+
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        answer = request_review(client, task="t", output="o", key="k", metadata={"trace": "tr-1"})
+        return {"seen": answer.kind if isinstance(answer, Pressure) else answer.decision}
+
+    builder = StateGraph(dict)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    builder.add_edge("node", END)
+    with scripted(enqueued(5)) as server, Client(server.url, "t") as client:
+        graph = builder.compile(checkpointer=SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False)))
+        graph.invoke({}, {"configurable": {"thread_id": "th-9"}})
+    metadata = server.requests[0].json()["metadata"]
+    assert metadata["trace"] == "tr-1"
+    assert (metadata["langgraph"]["thread_id"], metadata["langgraph"]["key"]) == ("th-9", "k")
+    assert metadata["langgraph"]["checkpoint_ns"].startswith("node:")
