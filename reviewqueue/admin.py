@@ -73,6 +73,7 @@ class QueueAdmin(admin.ModelAdmin):
     readonly_fields = (
         "mode",
         "depth",
+        "gold_waiting",
         "expected_step_limit",
         "reliability",
         "archived_at",

@@ -102,8 +102,9 @@ class PolicyForm(forms.ModelForm):
             "sampling_rate": "From 0 to 1: 0.1 means 10 % of grey-zone auto-passes go to review.",
             "double_review_rate": "From 0 to 1: 0.1 means 10 % of items are judged again by a second reviewer who "
             "does not see the first verdict. A disagreement goes to a third reviewer, then to an operator.",
-            "gold_rate": "From 0 to 1: 0.02 means 2 % of a reviewer's claims are a gold item, whose right answer "
-            "is known. Its answers measure the reviewer and reach neither producers nor the tuner.",
+            "gold_rate": "From 0 to 1: 0.02 means a gold item, whose right answer is known, is placed beside 2 % "
+            "of the real items as they arrive. Its answers measure the reviewer and reach neither producers nor "
+            "the tuner.",
             "gold_min_accuracy": "From 0 to 1: 0.7 means a reviewer who gets fewer than 70 % of gold items right is "
             "flagged.",
             "gold_min_answers": "How many gold answers a reviewer gives before their accuracy can flag them, 1 or "

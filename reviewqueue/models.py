@@ -135,7 +135,9 @@ class Queue(models.Model):
     double_review_rate = models.FloatField(
         default=0.1, help_text="share of items a second reviewer judges without seeing the first verdict"
     )
-    gold_rate = models.FloatField(default=0.02, help_text="share of a reviewer's claims served a gold item")
+    gold_rate = models.FloatField(
+        default=0.02, help_text="share of real items admitted beside which a gold item's copy is placed"
+    )
     gold_min_accuracy = models.FloatField(
         default=0.7, help_text="a reviewer whose accuracy on gold is below this, with enough gold answers, is flagged"
     )
@@ -182,6 +184,11 @@ class Queue(models.Model):
         default=0,
         help_text="waiting items (pending + claimed), kept by the services under this row's lock "
         "so admission never counts rows; reconciled with a real count by the depth sampler",
+    )
+    gold_waiting = models.PositiveIntegerField(
+        default=0,
+        help_text="gold copies waiting (pending + claimed): with depth, the waiting count reviewers see; "
+        "never in the depth the policy, producers and operators read",
     )
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -280,6 +287,12 @@ class Queue(models.Model):
             .get()
         )
         return queue, existing_pk, bool(gates)
+
+    @property
+    def waiting(self) -> int:
+        """The waiting count reviewers see: the depth and the gold copies
+        waiting beside it, which they must not tell apart."""
+        return self.depth + self.gold_waiting
 
     def watermarks(self) -> policy.Watermarks:
         return policy.Watermarks(
@@ -392,7 +405,7 @@ OPERATOR_ROUND = 4
 
 class QueueItems(models.Manager["ReviewItem"]):
     """The queue's items: everything but gold items' copies. A copy is served
-    to one reviewer (services.quality) and must stay out of every count, list
+    to one reviewer (services.review_quality) and must stay out of every count, list
     and export; only the lease and verdict services reach it, through
     ``ReviewItem.all_objects``."""
 
@@ -496,7 +509,8 @@ class ReviewItem(models.Model):
         blank=True,
         on_delete=models.CASCADE,
         related_name="copies",
-        help_text="set on a gold item's copy, served to one reviewer; never admitted, never in the depth",
+        help_text="set on a gold item's copy: placed beside a real item at its admission, answered by one "
+        "reviewer; never in the depth",
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import (
     Count,
     DurationField,
@@ -169,17 +170,17 @@ class ApproveRate:
     window: int
 
 
-def approve_rate(window: int | None = None, *, queue: QueueRef = None) -> ApproveRate:
+def approve_rate(window: int | None = None, *, queue: QueueRef = None, given_by: datetime | None = None) -> ApproveRate:
     """Approve share of the last ``window`` verdicts of ``queue`` that tune its
     step limit (the queue's own tuner window when none is given), the same
-    verdicts its tuner reads."""
+    verdicts its tuner reads; only those given by ``given_by`` when named
+    (what a producer is told counts only verdicts past their undo window)."""
     pk = queue_pk(queue)
     window = window or queue_row(queue if queue is not None else pk).tuner_window
-    recent = list(
-        Verdict.objects.filter(queue_id=pk, counts_for_tuner=True)
-        .order_by("-created_at", "-pk")
-        .values_list("decision", flat=True)[:window]
-    )
+    verdicts = Verdict.objects.filter(queue_id=pk, counts_for_tuner=True)
+    if given_by is not None:
+        verdicts = verdicts.filter(created_at__lte=given_by)
+    recent = list(verdicts.order_by("-created_at", "-pk").values_list("decision", flat=True)[:window])
     approved = sum(1 for d in recent if d == Verdict.Decision.APPROVE)
     return ApproveRate(rate=approved / len(recent) if recent else None, approved=approved, n=len(recent), window=window)
 
@@ -393,7 +394,10 @@ def snapshot(
     queue = Queue.current(queue)
     counts = status_counts(queue=queue)
     depth = counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED]
-    approve = approve_rate(queue.tuner_window, queue=queue)
+    # Producers hear only final verdicts (services.finality): one still inside
+    # its undo window may be taken back, so it is not in their approve rate.
+    final_by = now - timedelta(seconds=max(0, int(settings.REVIEWQUEUE_UNDO_SECONDS)))
+    approve = approve_rate(queue.tuner_window, queue=queue, given_by=final_by)
     audit = audit_reject_share(queue=queue)
     return {
         "queue": queue.slug,

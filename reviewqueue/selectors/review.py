@@ -25,7 +25,7 @@ from ..models import Judgement, Queue, ReviewItem, Verdict
 
 # How many of the reviewer's newest answers the panel's pace is measured on.
 PACE_SAMPLE = 20
-QUEUE_FIELDS = ("slug", "name", "depth", "mode", "instructions", "archived_at")
+QUEUE_FIELDS = ("slug", "name", "depth", "gold_waiting", "mode", "instructions", "archived_at")
 
 
 def reviewable_sql() -> str:

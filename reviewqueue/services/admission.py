@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from .. import policy
 from ..models import CircuitBreakerEntry, CutoffReason, FilterRule, Queue, ReviewItem
-from . import admission_pg, outbox, routing
+from . import admission_pg, outbox, review_quality, routing
 from .cleaning import clean_text, short_text
 from .depth import oldest_waiting_minutes, set_state
 from .errors import InvalidInput
@@ -121,6 +121,8 @@ def admit(
         target = routing.target_of(queue, producer=producer, task_kind=task_kind, priority=priority, task_id=task_id)
         item.queue_id = target.pk
         result = _admit_item(item, now, accept_archived=False)
+    if result.outcome == "enqueued":
+        review_quality.place_gold(result.item, now)  # its neighbour, now: ARCHITECTURE.md, "Gold items"
     if result.item.queue_id != target.pk:  # a duplicate first admitted to another queue
         return replace(result, queue=Queue.objects.values_list("slug", flat=True).get(pk=result.item.queue_id))
     return replace(result, queue=target.slug)

@@ -6,9 +6,10 @@ claimed under a lease that ran out) and skips rows another transaction holds,
 so two reviewers never get the same item. It claims in one queue, which
 ``leases.claim`` chose by the serving rule; the lease length comes from the
 caller or, in the same statement, from that queue's row (which is read, not
-locked). An item whose lease ran out has its expiry counted on it. Gold
-copies, items this reviewer already answered in a double review, items only
-an operator may settle, and every item for a paused reviewer are passed over.
+locked). An item whose lease ran out has its expiry counted on it. A gold
+copy is claimed in its place like any item (``leases.claim`` then fills it);
+items this reviewer already answered in a double review, items only an
+operator may settle, and every item for a paused reviewer are passed over.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _sql() -> str:
         # the queue first: with the order below it is the partial index queue_next_item
         f" WHERE {col('queue')} = %(queue)s AND {col('status')} IN ('pending', 'claimed')"
         f" AND {claimable} AND NOT ({item.pk.column} = ANY(%(exclude)s::bigint[]))"
-        f" AND {col('gold')} IS NULL AND {col('review_round')} < {OPERATOR_ROUND}"
+        f" AND {col('review_round')} < {OPERATOR_ROUND}"
         # never an item this reviewer already answered in a double review
         f" AND ({col('review_round')} = 1 OR NOT EXISTS (SELECT 1 FROM {judgement.db_table} j"
         f" WHERE j.{judgement.get_field('item').column} = {item.db_table}.{item.pk.column}"
@@ -83,7 +84,7 @@ def _heads_sql() -> str:
         # the queue first, then the index's order and condition: queue_next_item serves it
         f" WHERE i.{col('queue')} = q.{queue.pk.column} AND i.{col('status')} IN ('pending', 'claimed')"
         f" AND (i.{col('status')} = 'pending' OR i.{col('lease_expires_at')} < %(now)s)"
-        f" AND i.{col('gold')} IS NULL AND i.{col('review_round')} < {OPERATOR_ROUND}"
+        f" AND i.{col('review_round')} < {OPERATOR_ROUND}"
         f" AND NOT (i.{item.pk.column} = ANY(%(exclude)s::bigint[]))"
         f" AND (i.{col('review_round')} <= 1 OR NOT EXISTS (SELECT 1 FROM {judgement.db_table} j"
         f" WHERE j.{judgement.get_field('item').column} = i.{item.pk.column}"

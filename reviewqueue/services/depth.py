@@ -146,8 +146,18 @@ def reconcile_depth(queue: Queue | int | None = None, *, now: datetime | None = 
             if moved or locked.age_high_minutes is not None:
                 # Time passing alone moves the age watermark: look on every sample.
                 after_depth_change(locked, actual, now or timezone.now())
+            _reconcile_gold_waiting(locked)
             drift += moved
     return drift
+
+
+def _reconcile_gold_waiting(queue: Queue) -> None:
+    """Recount the queue's waiting gold copies (the rest of the waiting count
+    reviewers see) under its lock, stored if it drifted."""
+    copies = ReviewItem.all_objects.filter(queue_id=queue.pk, status__in=ReviewItem.WAITING, gold__isnull=False)
+    counted = copies.count()
+    if counted != queue.gold_waiting:
+        Queue.objects.filter(pk=queue.pk).update(gold_waiting=counted)
 
 
 def _all_queue_pks() -> list[int]:

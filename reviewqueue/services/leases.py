@@ -47,8 +47,8 @@ def expire_leases(*, now: datetime | None = None) -> int:
     beat task runs it. ``claim`` does not wait for it: it takes an item whose
     lease ran out itself. Safe to repeat."""
     now = now or timezone.now()
-    review_quality.expire_gold_copies(now)  # a gold copy never goes back to the queue
-    return ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now).update(
+    # A gold copy goes back like a real item: it waits for the next reviewer.
+    return ReviewItem.all_objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now).update(
         status=ReviewItem.Status.PENDING,
         lease_holder=None,
         lease_expires_at=None,
@@ -118,14 +118,7 @@ def claim(
     order = sorted((head for head in heads if head.head.waiting), key=lambda head: policy.serving_key(head.head))
     if not order:
         return None
-    gold = review_quality.serve_gold(
-        reviewer,
-        now,
-        lease_seconds,
-        queues=[head.queue_id for head in heads],
-        arrived=order[0].arrived_at,
-    )
-    return gold or _claim_in_order(reviewer, order, exclude, now, lease_seconds)
+    return _claim_in_order(reviewer, order, exclude, now, lease_seconds)
 
 
 def _claim_in_order(
@@ -133,12 +126,18 @@ def _claim_in_order(
 ) -> ReviewItem | None:
     """Claim in the first queue of ``order`` that still has an item for this
     reviewer, under that queue's lease length unless ``lease_seconds`` is given."""
+    passed = set(exclude)
     for head in order:
         lease = lease_seconds or head.lease_seconds
-        if connection.vendor == "postgresql":
-            item = claim_pg.claim_one_statement(reviewer.pk, exclude, now, lease, queue_id=head.queue_id)
-        else:
-            item = _claim_general(reviewer, exclude, now, timedelta(seconds=lease), head.queue_id)
+        while True:
+            if connection.vendor == "postgresql":
+                item = claim_pg.claim_one_statement(reviewer.pk, passed, now, lease, queue_id=head.queue_id)
+            else:
+                item = _claim_general(reviewer, passed, now, timedelta(seconds=lease), head.queue_id)
+            if item is None or item.gold_id is None or review_quality.fill_copy(item, reviewer):
+                break
+            review_quality.give_back_copy(item)  # nothing in it this reviewer has not seen: the next reviewer's
+            passed.add(item.pk)
         if item is not None:
             return item
     return None
@@ -237,7 +236,7 @@ def _claimable_rows(reviewer: AbstractBaseUser, now: datetime, exclude: Collecti
     is also named as the partial index's condition, so the index serves."""
     answered = Judgement.objects.filter(item=OuterRef("pk"), reviewer=reviewer)
     rows = (
-        ReviewItem.objects.filter(status__in=ReviewItem.WAITING)
+        ReviewItem.all_objects.filter(status__in=ReviewItem.WAITING)
         .filter(Q(status=ReviewItem.Status.PENDING) | Q(lease_expires_at__lt=now))
         .filter(review_round__lt=OPERATOR_ROUND)
         .exclude(Q(review_round__gt=1) & Exists(answered))
@@ -255,8 +254,8 @@ def _claimable(reviewer: AbstractBaseUser, now: datetime, exclude: Collection[in
     order = ("-priority", "created_at", "pk")
     answered = Judgement.objects.filter(item=OuterRef("pk"), reviewer=reviewer)
     candidates = [
-        ReviewItem.objects.filter(status=ReviewItem.Status.PENDING),
-        ReviewItem.objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now),
+        ReviewItem.all_objects.filter(status=ReviewItem.Status.PENDING),
+        ReviewItem.all_objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now),
     ]
     found = []
     for rows in candidates:
@@ -278,7 +277,7 @@ def _claim_general(
         candidate = _claimable(reviewer, now, exclude, queue_id)
         if candidate is None:
             return None
-        still = ReviewItem.objects.filter(pk=candidate.pk, status=candidate.status)
+        still = ReviewItem.all_objects.filter(pk=candidate.pk, status=candidate.status)
         if candidate.status == ReviewItem.Status.CLAIMED:
             still = still.filter(lease_expires_at__lt=now)
         won = still.update(
@@ -290,7 +289,7 @@ def _claim_general(
             lease_expiries=F("lease_expiries") + (1 if candidate.status == ReviewItem.Status.CLAIMED else 0),
         )
         if won == 1:
-            return ReviewItem.objects.get(pk=candidate.pk)
+            return ReviewItem.all_objects.get(pk=candidate.pk)
     return None
 
 
@@ -343,8 +342,8 @@ def held_item(
 def release_leases_outside(queue: Queue) -> int:
     """Give back the items of ``queue`` held by users who no longer review it
     (after its reviewers changed), in the caller's transaction: each goes
-    back to the queue, and a gold copy, one reviewer's, is deleted. Safe to
-    repeat; returns how many leases were released."""
+    back to the queue, a gold copy too. Safe to repeat; returns how many
+    leases were released."""
     if queue.open_to_all:
         return 0
     users = get_user_model().objects
@@ -352,25 +351,19 @@ def release_leases_outside(queue: Queue) -> int:
     held = ReviewItem.all_objects.filter(queue=queue, status=ReviewItem.Status.CLAIMED).exclude(
         lease_holder__in=staying.values("pk")
     )
-    copies = list(held.filter(gold__isnull=False).values_list("pk", flat=True))
-    ReviewItem.all_objects.filter(pk__in=copies).delete()
-    released = held.filter(gold__isnull=True).update(
+    released = held.update(
         status=ReviewItem.Status.PENDING, lease_holder=None, lease_expires_at=None, updated_at=timezone.now()
     )
-    if copies or released:
-        log.info("leases released", extra={"queue": queue.slug, "items": released, "gold_copies": len(copies)})
-    return len(copies) + released
+    if released:
+        log.info("leases released", extra={"queue": queue.slug, "items": released})
+    return released
 
 
 def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
     """Give a claimed item back to the queue (skip). Only the lease holder may."""
     now = now or timezone.now()
     with transaction.atomic():
-        item = held_item(item_id, reviewer, now)
-        if item.gold_id is not None:  # a copy is one reviewer's: skipped, it is gone
-            item.delete()
-            item.status = ReviewItem.Status.PENDING
-            return item
+        item = held_item(item_id, reviewer, now)  # a gold copy goes back as any item does
         item.status = ReviewItem.Status.PENDING
         item.lease_holder = None
         item.lease_expires_at = None

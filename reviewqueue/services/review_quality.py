@@ -17,13 +17,18 @@ the answer of the reviewer who settled it (the second, or the third) and is
 what the producer and the tuner get (``verdicts.settle_item``).
 
 **Gold items.** An operator marks a decided item as gold with its expected
-decision and label (``mark_gold``). At claim time, a share ``gold_rate`` of
-claims serve a *copy* of a gold item the reviewer has not seen, made then
-and there, claimed by them under a lease (``serve_gold``). It looks like any
-other item. Its answer (``answer_gold``) is compared with the expectation
-and kept as a ``Judgement``; it never becomes a Verdict, so it never reaches
-a producer, the tuner, the label counts or the depth. Copies are invisible
-to every other query (``ReviewItem.objects`` leaves them out).
+decision and label (``mark_gold``). At admission, beside a share
+``gold_rate`` of the real items enqueued, a *copy* of one of the queue's gold
+items is placed (``place_gold``): a row written then, so its id, arrival,
+priority and draft tag are a real item's neighbour's, waiting in queue order
+and counted in the waiting count reviewers see (``Queue.gold_waiting``).
+The claim serves it as it serves any item and then makes it show a gold
+item the reviewer has not seen (``fill_copy``); leases, skips and expiry
+treat it as a real item. It looks like any other item. Its answer
+(``answer_gold``) is compared with the expectation and kept as a
+``Judgement``; it never becomes a Verdict, so it never reaches a producer,
+the tuner, the label counts or the depth. Copies are invisible to every
+other query (``ReviewItem.objects`` leaves them out).
 
 **Standing.** After each gold answer, a reviewer whose share right falls
 below ``gold_min_accuracy`` over at least ``gold_min_answers`` answers is
@@ -52,13 +57,14 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Collection, Hashable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Permission
 from django.db import transaction
-from django.db.models import Exists, Max, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from .. import policy
@@ -236,9 +242,10 @@ def retire_gold(*, gold_id: int, operator: AbstractBaseUser, now: datetime | Non
     return gold
 
 
-# The gold rate and whether any gold item is active, read by every claim, so
-# kept per process for a few seconds: a change reaches every process within
-# GOLD_SETTINGS_SECONDS (and this one at once: see forget_gold_settings).
+# Each queue's gold rate while it has an active gold item, read at every
+# admission, so kept per process for a few seconds: a change reaches every
+# process within GOLD_SETTINGS_SECONDS (and this one at once: see
+# forget_gold_settings).
 GOLD_SETTINGS_SECONDS = 5.0
 _gold_settings: dict[str, Any] = {}
 _gold_lock = threading.Lock()
@@ -250,20 +257,26 @@ def forget_gold_settings() -> None:
         _gold_settings.clear()
 
 
-def _gold_rate() -> float:
-    """The highest gold rate of the active queues if any gold item is active, else 0."""
+def _gold_rates() -> dict[int, float]:
+    """The gold rate of each queue that has an active gold item and a rate
+    above zero (one statement, at most once per GOLD_SETTINGS_SECONDS)."""
     with _gold_lock:
         if _gold_settings and time.monotonic() - _gold_settings["read"] < GOLD_SETTINGS_SECONDS:
-            return float(_gold_settings["rate"])
-    rate = Queue.objects.active().aggregate(rate=Max("gold_rate"))["rate"] or 0.0
-    active = rate > 0 and GoldItem.objects.filter(retired_at__isnull=True).exists()
+            return dict(_gold_settings["rates"])
+    active = GoldItem.objects.filter(retired_at__isnull=True, item__queue_id=OuterRef("pk"))
+    rates = {
+        pk: float(rate)
+        for pk, rate in Queue.objects.filter(gold_rate__gt=0).filter(Exists(active)).values_list("pk", "gold_rate")
+    }
     with _gold_lock:
-        _gold_settings.update(rate=rate if active else 0.0, read=time.monotonic())
-    return rate if active else 0.0
+        _gold_settings.update(rates=rates, read=time.monotonic())
+    return rates
 
 
 # What a copy takes from its gold item: what the card shows, nothing that
-# links it back (ids, run, producer's key, callback, history).
+# links it back (ids, run, producer's key, callback, history). Its place in
+# the queue (id, arrival, priority, draft tag) is the real item's beside
+# which it was placed.
 _COPIED = (
     "task_id",
     "task_kind",
@@ -279,67 +292,80 @@ _COPIED = (
     "failing_checks",
     "cutoff_reason",
     "label",
-    "draft",
-    "priority",
     "producer",
 )
 
 
-def serve_gold(
-    reviewer: AbstractBaseUser,
-    now: datetime,
-    lease_seconds: int | None,
-    *,
-    queues: Collection[int] | None = None,
-    arrived: datetime | None = None,
-) -> ReviewItem | None:
-    """With chance ``gold_rate``, a fresh copy of a gold item this reviewer
-    neither decided nor answered before, claimed by them; only while real
-    items wait too (a copy on an empty queue would give itself away). None
-    otherwise, and the caller claims a real item as usual.
-
-    Only gold items of ``queues`` (the reviewer's queues, or the one they
-    focus on; every queue they review when None) are served. The copy
-    belongs to its gold item's queue, runs under that queue's lease length
-    unless ``lease_seconds`` says otherwise, and "arrives" with the next real
-    item of those queues (``arrived`` when the caller has read it), so its
-    age on the card is a real item's."""
-    rate = _gold_rate()
+def place_gold(item: ReviewItem, now: datetime) -> ReviewItem | None:
+    """With chance ``gold_rate`` of its queue, place a gold copy beside a
+    real item just enqueued: a row written now, so its id neighbours the real
+    item's, with the same arrival, priority and draft tag. It waits like a
+    real item, is served in queue order by the same claim, and counts in the
+    waiting count reviewers see (``Queue.gold_waiting``), never in the depth.
+    Which gold item it shows is settled when a reviewer claims it
+    (``fill_copy``). None when nothing was placed."""
+    rate = _gold_rates().get(item.queue_id, 0.0)
     if rate <= 0 or _rng.random() >= rate:
         return None
-    if queues is None:
-        queues = list(Queue.objects.reviewable_by(reviewer).values_list("pk", flat=True))
-    if arrived is None:
-        arrived = (
-            ReviewItem.objects.filter(status=ReviewItem.Status.PENDING, queue_id__in=list(queues))
-            .order_by("-priority", "created_at")
-            .values_list("created_at", flat=True)
-            .first()
-        )
-    gold = _gold_for(reviewer, queues) if arrived is not None else None
-    if gold is None or arrived is None:
-        return None
-    source = gold.item
-    if lease_seconds is None:
-        lease_seconds = source.queue.lease_seconds
-    copy = ReviewItem.all_objects.create(
-        **{name: getattr(source, name) for name in _COPIED},
-        queue_id=source.queue_id,
-        gold=gold,
-        idempotency_key=f"gold-copy:{uuid.uuid4().hex}",
-        status=ReviewItem.Status.CLAIMED,
-        lease_holder=reviewer,
-        lease_expires_at=now + timedelta(seconds=lease_seconds),
-        claimed_at=now,
-        created_at=arrived,
+    gold = (
+        GoldItem.objects.filter(retired_at__isnull=True, item__queue_id=item.queue_id)
+        .select_related("item")
+        .order_by("?")
+        .first()
     )
-    log.info("gold item served", extra={"gold": gold.pk, "reviewer": reviewer.pk})
+    if gold is None:
+        return None
+    with transaction.atomic():
+        copy = ReviewItem.all_objects.create(
+            **{name: getattr(gold.item, name) for name in _COPIED},
+            queue_id=item.queue_id,
+            gold=gold,
+            idempotency_key=f"gold-copy:{uuid.uuid4().hex}",
+            status=ReviewItem.Status.PENDING,
+            priority=item.priority,
+            draft=item.draft,
+            created_at=item.created_at,
+        )
+        Queue.objects.filter(pk=item.queue_id).update(gold_waiting=F("gold_waiting") + 1)
+    log.info("gold copy placed", extra={"gold": gold.pk, "beside": item.pk})
     return copy
 
 
-def _gold_for(reviewer: AbstractBaseUser, queues: Collection[int]) -> GoldItem | None:
-    """An active gold item of ``queues``, at random, that this reviewer
-    neither decided nor answered (none for a paused reviewer)."""
+def fill_copy(copy: ReviewItem, reviewer: AbstractBaseUser) -> bool:
+    """Make the copy the reviewer just claimed show a gold item they neither
+    decided nor answered: its own if it is one, else another of its queue,
+    at random. False when there is none for them (the caller gives it back)."""
+    eligible = _gold_for(reviewer, [copy.queue_id])
+    if eligible.filter(pk=copy.gold_id).exists():
+        return True
+    gold = eligible.order_by("?").first()
+    if gold is None:
+        return False
+    for name in _COPIED:
+        setattr(copy, name, getattr(gold.item, name))
+    copy.gold = gold
+    copy.save(update_fields=[*_COPIED, "gold", "updated_at"])
+    log.info("gold item served", extra={"gold": gold.pk, "reviewer": reviewer.pk})
+    return True
+
+
+def give_back_copy(copy: ReviewItem) -> None:
+    """A copy just claimed that ``fill_copy`` could not fill: back to the
+    queue for the next reviewer, or, when its queue has no active gold item
+    left to show, out of the queue and the waiting count."""
+    with transaction.atomic():
+        if GoldItem.objects.filter(retired_at__isnull=True, item__queue_id=copy.queue_id).exists():
+            ReviewItem.all_objects.filter(pk=copy.pk, status=ReviewItem.Status.CLAIMED).update(
+                status=ReviewItem.Status.PENDING, lease_holder=None, lease_expires_at=None, claimed_at=None
+            )
+            return
+        if ReviewItem.all_objects.filter(pk=copy.pk, status=ReviewItem.Status.CLAIMED).delete()[0]:
+            gold_waiting_moved(copy.queue_id, -1)
+
+
+def _gold_for(reviewer: AbstractBaseUser, queues: Collection[int]) -> QuerySet[GoldItem]:
+    """The active gold items of ``queues`` that this reviewer neither
+    decided nor answered (none for a paused reviewer)."""
     paused = ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False)
     seen = Judgement.objects.filter(reviewer=reviewer, item__gold=OuterRef("pk"))
     judged_source = Judgement.objects.filter(reviewer=reviewer, item=OuterRef("item"))
@@ -349,9 +375,7 @@ def _gold_for(reviewer: AbstractBaseUser, queues: Collection[int]) -> GoldItem |
         .exclude(Exists(judged_source))
         .exclude(Exists(seen))
         .exclude(Exists(paused))
-        .select_related("item__queue")
-        .order_by("?")
-        .first()
+        .select_related("item")
     )
 
 
@@ -374,16 +398,16 @@ def answer_gold(item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, no
     item.decided_at = now
     item.lease_expires_at = None
     item.save(update_fields=["status", "decided_at", "lease_expires_at", "updated_at"])
+    gold_waiting_moved(item.queue_id, -1)
     update_standing(reviewer, now)
 
 
-def expire_gold_copies(now: datetime) -> int:
-    """Drop copies whose lease ran out unanswered (or that were skipped):
-    a copy belongs to one reviewer and never goes back to the queue."""
-    deleted, _ = ReviewItem.all_objects.filter(
-        gold__isnull=False, status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now
-    ).delete()
-    return deleted
+def gold_waiting_moved(queue_pk: int, by: int) -> None:
+    """A copy left the waiting set (answered: -1) or came back to it (its
+    answer undone: +1), in the caller's transaction, as the depth moves for
+    a real item; never below zero."""
+    moved = Greatest(F("gold_waiting") + by, Value(0))
+    Queue.objects.filter(pk=queue_pk).update(gold_waiting=moved, updated_at=timezone.now())
 
 
 # --- standing ---------------------------------------------------------------------------

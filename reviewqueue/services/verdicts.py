@@ -361,6 +361,7 @@ def _undo_answer(queue: Queue, answer: Judgement, reviewer: AbstractBaseUser, no
     answer.delete()
     _hand_back(item, reviewer, queue, now)
     if item.gold_id is not None:
+        review_quality.gold_waiting_moved(queue.pk, +1)  # waiting again, as a real item's undo adds to the depth
         review_quality.update_standing(reviewer, now)
     return item
 

@@ -1,6 +1,6 @@
 """Operator-side Celery entry points: the depth sampler, the lease sweep, the
 reviewers' reliability estimate and the what-if simulation. The work is in
-``services.depth``, ``services.leases``, ``services.quality`` and
+``services.depth``, ``services.leases``, ``services.review_quality`` and
 ``services.simulations``."""
 
 from __future__ import annotations

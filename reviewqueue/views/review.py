@@ -117,9 +117,10 @@ def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> 
     recent verdicts and pace.
 
     Two statements (``selectors.review``): the queues, and the recent answers
-    with the last hour's count. A waiting count is the depth kept on a
-    queue's row (exact under the queue's lock, recounted by the depth-sampler
-    beat task)."""
+    with the last hour's count. A waiting count is ``Queue.waiting``: the
+    depth and the gold copies kept on a queue's row (exact under the queue's
+    lock, recounted by the depth-sampler beat task), so a copy waits, and
+    leaves the count when answered, as a real item does."""
     now = timezone.now()
     recent, last_hour = review_reads.recent_answers(user, now - timedelta(hours=1))
     spans = [
@@ -132,7 +133,7 @@ def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> 
     if not queues and Queue.default().open_to_all:  # the default queue is made on first use
         queues = review_reads.reviewable_queues(user)
     # An archived queue shows while items still wait in it: they still need a verdict.
-    shown = [q for q in queues if not q.archived or q.depth or (focus is not None and q.pk == focus.pk)]
+    shown = [q for q in queues if not q.archived or q.waiting or (focus is not None and q.pk == focus.pk)]
     by_pk = {q.pk: q for q in queues}
     if item is not None and item.queue_id not in by_pk:  # held from a queue since left
         by_pk[item.queue_id] = Queue.objects.only(*review_reads.QUEUE_FIELDS).get(pk=item.queue_id)
@@ -147,9 +148,9 @@ def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> 
         "focus_query": _focus_query(focus),
         "item_queue": by_pk.get(item.queue_id) if item is not None else None,
         "queue_in_view": in_view,
-        "all_waiting": sum(q.depth for q in queues),
-        "waiting": sum(q.depth for q in scope),
-        "empty_queues": [q for q in scope if not q.depth],
+        "all_waiting": sum(q.waiting for q in queues),
+        "waiting": sum(q.waiting for q in scope),
+        "empty_queues": [q for q in scope if not q.waiting],
         "mode": in_view.mode if in_view is not None else "",
         "instructions": in_view.instructions if in_view is not None else None,
         "recent": recent[:RECENT_VERDICTS],

@@ -222,7 +222,7 @@ def gold_queue(small_queue: Callable[..., Any]) -> Callable[..., Any]:
 def gold_decided_by(
     admit_item: Callable[..., Any], gold_queue: Callable[..., Any], operator: Any
 ) -> Callable[..., GoldItem]:
-    """Gold items decided (approved) by one reviewer, then served at gold rate 1."""
+    """Gold items decided (approved) by one reviewer, then a copy placed beside every real item (gold rate 1)."""
 
     def make(reviewer: Any, count: int = 1, **policy_fields: Any) -> GoldItem:
         gold_queue(**{**policy_fields, "gold_rate": 0})  # no copies served while the sources are decided
@@ -245,7 +245,8 @@ def test_a_gold_copy_looks_like_its_item_and_its_answer_reaches_no_one(
         item_id=source, operator=operator, expected_decision="reject", expected_label="code_error"
     )
     services.policy_update(user=None, changes={"gold_rate": 1.0})
-    admit_item()  # a real item waits too
+    real = admit_item().item.pk  # a copy is placed beside it
+    assert Queue.current().gold_waiting == 1
     before = {
         "events": WebhookDelivery.objects.count(),
         "verdicts": Verdict.objects.count(),
@@ -254,7 +255,7 @@ def test_a_gold_copy_looks_like_its_item_and_its_answer_reaches_no_one(
         "changes": StepLimitChange.objects.count(),
         "step": Queue.current().step_limit,
     }
-    copy = services.claim(reviewer=ben)
+    copy = services.claim(reviewer=ben, exclude=[real])
     src = ReviewItem.objects.get(pk=source)
     assert copy.gold_id == gold.pk and copy.pk != source
     assert (copy.task_description, copy.final_output, copy.cutoff_reason) == (
@@ -275,42 +276,65 @@ def test_a_gold_copy_looks_like_its_item_and_its_answer_reaches_no_one(
         "step": Queue.current().step_limit,
     }
     assert after == before
+    assert Queue.current().gold_waiting == 0  # it left the waiting count reviewers see, as a real item does
     judgement = Judgement.objects.get(item=copy.pk)
     assert (judgement.kind, judgement.correct, judgement.label_correct) == ("gold", True, True)
     with pytest.raises(services.AlreadyDecided):
         services.decide(item_id=copy.pk, reviewer=ben, approve=True)
 
 
-def test_gold_is_never_served_to_its_own_decider_twice_or_on_an_empty_queue(
+def test_a_copy_is_placed_beside_a_real_item_and_never_served_to_its_decider_or_twice(
     admit_item: Callable[..., Any], gold_decided_by: Callable[..., GoldItem], team: list[Any]
 ) -> None:
     ann, ben, _ = team
     gold_decided_by(ann)
-    assert services.claim(reviewer=ben) is None  # nothing real waits: no gold either
-    real = admit_item().item.pk
-    assert services.claim(reviewer=ann).pk == real  # ann decided the source
-    services.release(item_id=real, reviewer=ann)
-    copy = services.claim(reviewer=ben)
-    assert copy.gold_id is not None
+    assert services.claim(reviewer=ben) is None  # nothing real arrived: no copy either
+    real = admit_item().item
+    copy = ReviewItem.all_objects.get(gold__isnull=False, status="pending")
+    # Its neighbour's place: the next id, the same arrival, priority and draft tag.
+    assert copy.pk == real.pk + 1
+    assert (copy.created_at, copy.priority, copy.draft) == (real.created_at, real.priority, real.draft)
+    assert Queue.current().waiting == Queue.current().depth + 1
+    assert services.claim(reviewer=ann).pk == real.pk  # served in queue order
+    services.release(item_id=real.pk, reviewer=ann)
+    assert services.claim(reviewer=ann, exclude=[real.pk]) is None  # ann decided the source: not hers
+    assert ReviewItem.all_objects.get(pk=copy.pk).status == "pending"  # it waits for the next reviewer
+    served = services.claim(reviewer=ben, exclude=[real.pk])
+    assert served.pk == copy.pk and served.gold_id is not None
     services.decide(item_id=copy.pk, reviewer=ben, approve=True)
-    assert services.claim(reviewer=ben).pk == real  # answered once: not again
+    second = admit_item().item.pk  # another real item, another copy of the one gold item
+    assert services.claim(reviewer=ben, exclude=[real.pk, second]) is None  # answered once: not again
 
 
-def test_a_skipped_or_abandoned_copy_is_gone_and_never_reaches_the_queue(
+def test_a_skipped_or_abandoned_copy_waits_again_like_a_real_item(
     admit_item: Callable[..., Any], gold_decided_by: Callable[..., GoldItem], team: list[Any]
 ) -> None:
     ann, ben, cat = team
     gold_decided_by(ann)
-    admit_item()
-    copy = services.claim(reviewer=ben)
+    real = admit_item().item.pk
+    copy = services.claim(reviewer=ben, exclude=[real])
+    assert copy.gold_id is not None
     services.release(item_id=copy.pk, reviewer=ben)
-    assert not ReviewItem.all_objects.filter(pk=copy.pk).exists()
-    copy = services.claim(reviewer=cat)
+    assert ReviewItem.all_objects.get(pk=copy.pk).status == "pending"
+    assert Queue.current().gold_waiting == 1
+    assert services.claim(reviewer=cat, exclude=[real]).pk == copy.pk
     later = timezone.now() + timedelta(hours=1)
     services.expire_leases(now=later)
-    assert not ReviewItem.all_objects.filter(pk=copy.pk).exists()
-    services.policy_update(user=None, changes={"gold_rate": 0})
-    assert services.claim(reviewer=ann, now=later).gold_id is None
+    assert ReviewItem.all_objects.get(pk=copy.pk).status == "pending"
+    assert not ReviewItem.objects.filter(pk=copy.pk).exists()  # still in no count or list but the waiting one
+    assert services.claim(reviewer=cat, exclude=[real], now=later).pk == copy.pk
+
+
+def test_a_copy_whose_gold_was_retired_leaves_the_queue_when_claimed(
+    admit_item: Callable[..., Any], gold_decided_by: Callable[..., GoldItem], team: list[Any], operator: Any
+) -> None:
+    ann, ben, _ = team
+    gold = gold_decided_by(ann)
+    real = admit_item().item.pk
+    services.retire_gold(gold_id=gold.pk, operator=operator)
+    assert services.claim(reviewer=ben, exclude=[real]) is None
+    assert not ReviewItem.all_objects.filter(gold__isnull=False, status__in=ReviewItem.WAITING).exists()
+    assert Queue.current().gold_waiting == 0
 
 
 def test_a_reviewer_below_the_bar_on_gold_is_flagged_paused_and_reinstated(
@@ -318,9 +342,9 @@ def test_a_reviewer_below_the_bar_on_gold_is_flagged_paused_and_reinstated(
 ) -> None:
     ann, ben, _ = team
     gold_decided_by(ann, count=4, gold_min_accuracy=0.7, gold_min_answers=3, gold_pause=True)
-    admit_item()
+    reals = [admit_item().item.pk for _ in range(3)]  # a copy beside each
     for n in range(3):  # ben rejects what is right
-        copy = services.claim(reviewer=ben)
+        copy = services.claim(reviewer=ben, exclude=reals)
         assert copy.gold_id is not None, n
         services.decide(item_id=copy.pk, reviewer=ben, approve=False, reason_label="unclear")
     standing = ReviewerStanding.objects.get(reviewer=ben)

@@ -177,13 +177,15 @@ def test_a_gold_answer_reaches_no_producer_and_no_tuner_while_a_real_verdict_doe
     wait_until_sent(source)  # the source's own verdict, heard before it became gold
     services.mark_gold(item_id=source, operator=operator, expected_decision="approve")
     services.policy_update(user=None, changes={"gold_rate": 1.0})
-    real = push(client, token, receiver, "gold-real")  # a real item waits: gold may be served
+    real = push(client, token, receiver, "gold-real")  # a copy is placed beside it, after it
     before = (Queue.current().step_limit, StepLimitChange.objects.count(), len(receiver.requests))
     assert before == (6, 1, 1), "the source's approval moved the limit: a counted verdict moves it"
 
     browser = Client()  # ben's own browser
     browser.force_login(ben)
-    copy = served_copy(browser.post("/review/next/", follow=True).content.decode())
+    assert served_copy(browser.post("/review/next/", follow=True).content.decode()) == real  # in queue order
+    services.release(item_id=real, reviewer=ben)
+    copy = services.claim(reviewer=ben, exclude=[real]).pk  # the copy, next in the queue
     assert copy not in (source, real)
     assert ReviewItem.all_objects.get(pk=copy).gold_id is not None
     page = browser.post(
