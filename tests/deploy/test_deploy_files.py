@@ -122,3 +122,40 @@ def test_docker_compose_accepts_the_file_and_refuses_it_without_secret_key(tool:
         [*base, "-q"], check=False, cwd=ROOT, capture_output=True, text=True, env=env | {"POSTGRES_PASSWORD": "p"}
     )
     assert refused.returncode != 0 and "set SECRET_KEY in .env" in refused.stderr
+
+
+def test_the_settings_file_and_backups_stay_out_of_git_and_the_build() -> None:
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", ".env", "reviewqueue.dump", ".client/bin/python"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ignored.stdout.split() == [".env", "reviewqueue.dump", ".client/bin/python"]
+    dockerignore = (ROOT / ".dockerignore").read_text().split()
+    assert {".env", "*.dump", ".client"} <= set(dockerignore)
+
+
+def test_build_image_reads_the_images_from_env_and_mounts_pip_settings_in_the_dependency_stage_only(
+    tmp_path: Path,
+) -> None:
+    # A copy of the script beside a .env, with a podman that records its arguments.
+    (tmp_path / "deploy/harness").mkdir(parents=True)
+    for name in ("deploy/build-image.sh", "deploy/harness/pip_for_build.py"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    (tmp_path / ".env").write_text("RQ_IMAGE=example/rq:2\nBASE_IMAGE=localhost/reviewqueue-python\n")
+    log = tmp_path / "podman.log"
+    fake = tmp_path / "podman"
+    fake.write_text(f'#!/bin/sh\necho "$*" >>{log}\n[ "$1" = image ] && echo 123000000\nexit 0\n')
+    fake.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PODMAN": str(fake), "PIP_CERT": "/etc/hostname"}
+    done = subprocess.run(
+        ["bash", str(tmp_path / "deploy/build-image.sh")], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    stage, final, _inspect = log.read_text().splitlines()
+    for build in (stage, final):
+        assert "--format docker" in build and "--build-arg BASE_IMAGE=localhost/reviewqueue-python" in build
+    assert "--target build" in stage and "/etc/pip.conf:ro" in stage and "/etc/hostname:/etc/hostname:ro" in stage
+    assert "--volume" not in final and final.endswith("-t example/rq:2 .")
