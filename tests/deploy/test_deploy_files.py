@@ -5,10 +5,14 @@ nothing as root. deploy/smoke.sh checks the running stack."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,3 +84,78 @@ def test_kubernetes_manifests_carry_no_secret_and_run_nothing_as_root() -> None:
             for container in spec["containers"]:
                 assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
                 assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def _compose_tools() -> list[list[str]]:
+    """The compose implementations on this machine that can read the file
+    without a container engine: `docker compose` (v2) and Debian's
+    `docker-compose` (v1, which validates against the compose schema)."""
+    tools = []
+    if (
+        shutil.which("docker")
+        and subprocess.run(["docker", "compose", "version"], check=False, capture_output=True).returncode == 0
+    ):
+        tools.append(["docker", "compose"])
+    if shutil.which("docker-compose"):
+        tools.append(["docker-compose"])
+    return tools
+
+
+@pytest.mark.parametrize("tool", _compose_tools() or [pytest.param([], marks=pytest.mark.skip("no docker compose"))])
+def test_docker_compose_accepts_the_file_and_refuses_it_without_secret_key(tool: list[str], tmp_path: Path) -> None:
+    # An env file of our own, so a developer's .env beside compose.yaml plays no part.
+    env_file = tmp_path / "empty.env"
+    env_file.write_text("")
+    base = [*tool, "--env-file", str(env_file), "-f", str(ROOT / "compose.yaml"), "config"]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RQ_ENV_FILE": str(ROOT / ".env.example")}
+
+    ok = subprocess.run(
+        [*base, "-q"],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env | {"SECRET_KEY": "k", "POSTGRES_PASSWORD": "p"},
+    )
+    assert ok.returncode == 0, ok.stderr
+    refused = subprocess.run(
+        [*base, "-q"], check=False, cwd=ROOT, capture_output=True, text=True, env=env | {"POSTGRES_PASSWORD": "p"}
+    )
+    assert refused.returncode != 0 and "set SECRET_KEY in .env" in refused.stderr
+
+
+def test_the_settings_file_and_backups_stay_out_of_git_and_the_build() -> None:
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", ".env", "reviewqueue.dump", ".client/bin/python"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ignored.stdout.split() == [".env", "reviewqueue.dump", ".client/bin/python"]
+    dockerignore = (ROOT / ".dockerignore").read_text().split()
+    assert {".env", "*.dump", ".client"} <= set(dockerignore)
+
+
+def test_build_image_reads_the_images_from_env_and_mounts_pip_settings_in_the_dependency_stage_only(
+    tmp_path: Path,
+) -> None:
+    # A copy of the script beside a .env, with a podman that records its arguments.
+    (tmp_path / "deploy/harness").mkdir(parents=True)
+    for name in ("deploy/build-image.sh", "deploy/harness/pip_for_build.py"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    (tmp_path / ".env").write_text("RQ_IMAGE=example/rq:2\nBASE_IMAGE=localhost/reviewqueue-python\n")
+    log = tmp_path / "podman.log"
+    fake = tmp_path / "podman"
+    fake.write_text(f'#!/bin/sh\necho "$*" >>{log}\n[ "$1" = image ] && echo 123000000\nexit 0\n')
+    fake.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PODMAN": str(fake), "PIP_CERT": "/etc/hostname"}
+    done = subprocess.run(
+        ["bash", str(tmp_path / "deploy/build-image.sh")], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    stage, final, _inspect = log.read_text().splitlines()
+    for build in (stage, final):
+        assert "--format docker" in build and "--build-arg BASE_IMAGE=localhost/reviewqueue-python" in build
+    assert "--target build" in stage and "/etc/pip.conf:ro" in stage and "/etc/hostname:/etc/hostname:ro" in stage
+    assert "--volume" not in final and final.endswith("-t example/rq:2 .")
