@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.contrib.auth.decorators import user_passes_test
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
 from django.core.cache import cache
@@ -101,10 +102,17 @@ def permissions(user: AbstractBaseUser | AnonymousUser) -> frozenset[str]:
 
 def has_permission(user: AbstractBaseUser | AnonymousUser, perm: str) -> bool:
     """``user.has_perm(perm)`` with the permissions cached: an active
-    superuser has every permission, an inactive user none."""
+    superuser has every permission, an inactive user none. An operator may
+    review too unless ``REVIEWQUEUE_OPERATORS_REVIEW`` is off: small teams
+    expect the person who runs the queue to clear it."""
     if not user.is_authenticated or not user.is_active:
         return False
-    return bool(getattr(user, "is_superuser", False)) or perm in permissions(user)
+    if getattr(user, "is_superuser", False):
+        return True
+    held = permissions(user)
+    if perm == REVIEW_PERMISSION and settings.REVIEWQUEUE_OPERATORS_REVIEW and OPERATE_PERMISSION in held:
+        return True
+    return perm in held
 
 
 def _role_required(perm: str) -> Callable[[F], F]:

@@ -331,6 +331,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 12 * 1024 * 
 # Agent output bigger than this is stored cut, with a visible marker.
 REVIEWQUEUE_MAX_OUTPUT_CHARS = envint("REVIEWQUEUE_MAX_OUTPUT_CHARS", 500_000)
 REVIEWQUEUE_UNDO_SECONDS = envint("REVIEWQUEUE_UNDO_SECONDS", 15)
+# Operators may review as reviewers do (the queues open to all, and those they
+# are members of); off, reviewing needs the reviewer role.
+REVIEWQUEUE_OPERATORS_REVIEW = envbool("REVIEWQUEUE_OPERATORS_REVIEW", True)
 
 # Webhooks (docs/API.md). Callback URLs may name only these hosts (exact
 # names, or "host:port"), so a producer cannot make the server call an

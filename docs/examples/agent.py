@@ -180,9 +180,15 @@ def _verdict_of(event: Event) -> Verdict:
     return Verdict(event.type.removeprefix("item."), note)
 
 
-def push(client: Client, key: str, task: str, output: str, callback_url: str | None) -> Output:
+def push(
+    client: Client, key: str, task: str, output: str, callback_url: str | None, previous_item: int | None = None
+) -> Output:
     """Push one output, waiting out backpressure: the server asked for a
-    pause, and the same idempotency key makes repeating safe."""
+    pause, and the same idempotency key makes repeating safe. A revision
+    names the sent-back item it revises (``previous_item``), so the server
+    keeps it as that item's next version, with the reviewer's note in its
+    history."""
+    revises = {} if previous_item is None else {"previous_item": previous_item}
     while True:
         pushed = client.push_output(
             idempotency_key=key,
@@ -190,6 +196,7 @@ def push(client: Client, key: str, task: str, output: str, callback_url: str | N
             final_output=output,
             cutoff_reason="step_limit",
             callback_url=callback_url,
+            **revises,
         )
         if not isinstance(pushed, Backpressure):
             return pushed
@@ -212,8 +219,9 @@ def run_agent(
     is sent back, ``rounds`` pushes at most. Returns the last verdict."""
     key = key or f"example-{uuid.uuid4().hex[:12]}"
     verdict = Verdict("not_pushed")
+    previous_item: int | None = None
     for round_number in range(1, rounds + 1):
-        pushed = push(client, f"{key}-v{round_number}", task, output, waiter.callback_url)
+        pushed = push(client, f"{key}-v{round_number}", task, output, waiter.callback_url, previous_item)
         say("pushed", item_id=pushed.item_id, outcome=pushed.outcome, backoff=pushed.backoff, round=round_number)
         if pushed.outcome in ("shed", "filtered"):
             return Verdict(pushed.outcome)
@@ -221,6 +229,7 @@ def run_agent(
         say("verdict", item_id=pushed.item_id, status=verdict.status, note=verdict.note)
         if verdict.status != "sent_back":
             return verdict
+        previous_item = pushed.item_id
         output = revise(output, verdict.note)
     return verdict
 

@@ -29,12 +29,17 @@ class ApiError(ReviewqueueError):
     def __init__(self, status_code: int, body: Mapping[str, Any], *, retry_after: float | None = None) -> None:
         code = str(body.get("error") or f"http_{status_code}")
         detail = str(body.get("detail") or "")
-        super().__init__(f"{status_code} {code}" + (f": {detail}" if detail else ""), code=code)
+        raw_fields = body.get("fields")
+        fields = {str(k): str(v) for k, v in raw_fields.items()} if isinstance(raw_fields, Mapping) else {}
+        # The message names every refused field and what is wrong with it, so a
+        # logged exception is enough to fix the request.
+        said = "; ".join(f"{name}: {message}" for name, message in fields.items())
+        said = "; ".join(part for part in (said, detail if detail not in fields.values() else "") if part)
+        super().__init__(f"{status_code} {code}" + (f": {said}" if said else ""), code=code)
         self.status_code = status_code
         self.detail = detail
         self.body: dict[str, Any] = dict(body)
-        raw_fields = body.get("fields")
-        self.fields: dict[str, str] = dict(raw_fields) if isinstance(raw_fields, Mapping) else {}
+        self.fields: dict[str, str] = fields
         self.retry_after = retry_after
 
 

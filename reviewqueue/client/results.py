@@ -33,11 +33,13 @@ class Output:
     """``POST /api/outputs`` stored the output (201 enqueued; 200 shed,
     duplicate or filtered). ``backoff`` true means the queue is past its high
     watermark: keep producing slower. ``outcome == "shed"`` means this very
-    output was dropped to make room (or was the lowest priority itself)."""
+    output was dropped to make room (or was the lowest priority itself).
+    ``queue`` is the slug of the queue the item went to."""
 
     outcome: str
     item_id: int
     status: str
+    queue: str = ""
     mode: str = ""
     depth: int = 0
     capacity: int = 0
@@ -53,6 +55,7 @@ class Output:
             outcome=str(body.get("outcome", "")),
             item_id=int(body["item_id"]),
             status=str(body.get("status", "")),
+            queue=str(body.get("queue", "")),
             mode=str(body.get("mode", "")),
             depth=int(body.get("depth") or 0),
             capacity=int(body.get("capacity") or 0),

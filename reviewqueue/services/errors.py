@@ -6,6 +6,8 @@ the API and the pages show; none of these takes a lock or touches a row.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class QueueError(Exception):
     """A queue operation that cannot be done; ``code`` is stable for APIs and UIs."""
@@ -18,11 +20,17 @@ class QueueError(Exception):
 
 
 class InvalidInput(QueueError):
+    """A refused field. ``message`` names it ("queue: unknown queue 'x'") for
+    pages and commands; ``fields`` maps each refused field to what is wrong
+    with it, without the name, as the API's 400 body shows it. ``also`` adds
+    other fields refused by the same request, so every one is reported."""
+
     code = "invalid"
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, *, also: Mapping[str, str] | None = None) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+        self.fields: dict[str, str] = {field: message, **(also or {})}
 
 
 class NotLeaseHolder(QueueError):

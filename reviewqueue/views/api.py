@@ -24,6 +24,7 @@ from pydantic import field_validator
 from .. import agreement, services, stats
 from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
+from ..services import routing
 from ..services.finality import is_final
 from ..tokens import token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
@@ -100,7 +101,7 @@ def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> Http
 
 @api.exception_handler(services.InvalidInput)
 def on_invalid_input(request: HttpRequest, exc: services.InvalidInput) -> HttpResponse:
-    return api.create_response(request, {"error": "invalid", "fields": {exc.field: exc.message}}, status=400)
+    return api.create_response(request, {"error": "invalid", "fields": exc.fields}, status=400)
 
 
 @api.exception_handler(MissingScope)
@@ -122,7 +123,7 @@ for _error in DATABASE_ERRORS:
 @api.exception_handler(AuthenticationError)
 def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
     return api.create_response(
-        request, {"error": "unauthorized", "detail": "a valid bearer token is required"}, status=401
+        request, {"error": "unauthorized", "fields": {}, "detail": "a valid bearer token is required"}, status=401
     )
 
 
@@ -281,8 +282,24 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
     is another item."""
     token = _token(request, ApiToken.Scope.OUTPUTS)
     fields = payload.model_dump()
-    fields["previous_version"] = _sent_back_item(producer_of(token), fields.pop("previous_item"))
-    fields["callback_url"] = callback_url_for(token, fields.pop("callback_url"))
+    refused: dict[str, str] = {}
+    try:
+        fields["previous_version"] = _sent_back_item(producer_of(token), fields.pop("previous_item"))
+    except services.InvalidInput as exc:
+        refused.update(exc.fields)
+    callback_refused: CallbackUrlRefused | None = None
+    try:
+        fields["callback_url"] = callback_url_for(token, fields.pop("callback_url"))
+    except CallbackUrlRefused as exc:
+        callback_refused = exc
+    if refused or callback_refused:
+        # Every refused field at once, the queue's too, so one retry can fix them all.
+        refused.update(_queue_refusal(payload, producer_of(token)))
+        if callback_refused is not None:
+            if not refused:
+                raise callback_refused
+            refused["callback_url"] = callback_refused.detail
+        raise services.InvalidInput(*next(iter(refused.items())), also=refused)
     result = services.admit(producer=producer_of(token), **fields)
     item = result.item
     body = {
@@ -499,6 +516,21 @@ def _awaiting(item: ReviewItem) -> str | None:
     if item.status not in ReviewItem.WAITING:
         return None
     return AWAITING.get(item.review_round, "operator")
+
+
+def _queue_refusal(payload: OutputIn, producer: str) -> dict[str, str]:
+    """What is wrong with the output's queue, if anything, as the 400 names it."""
+    try:
+        routing.target_of(
+            payload.queue,
+            producer=producer,
+            task_kind=payload.task_kind,
+            priority=payload.priority,
+            task_id=payload.task_id,
+        )
+    except services.InvalidInput as exc:
+        return exc.fields
+    return {}
 
 
 def _sent_back_item(producer: str, item_id: int | None) -> ReviewItem | None:

@@ -274,20 +274,25 @@ def _registry() -> CollectorRegistry:
     return registry
 
 
+def _unauthorized(detail: str) -> HttpResponse:
+    response = JsonResponse({"error": "unauthorized", "fields": {}, "detail": detail}, status=401)
+    response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+    return response
+
+
 @login_not_required
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text format; 401 without credentials, 403 without the right."""
+    """Prometheus text format; 401 without credentials, 403 without the right,
+    both as JSON in the API's error shape."""
     if "Authorization" in request.headers:
         token = bearer_token(request)
         if token is None:
-            return HttpResponse("invalid or revoked token\n", status=401, content_type="text/plain")
+            return _unauthorized("invalid or revoked token")
         if not token.has_scope(ApiToken.Scope.METRICS):
             return JsonResponse(missing_scope_body(ApiToken.Scope.METRICS), status=403)
     elif not request.user.is_authenticated:
-        response = HttpResponse("a bearer token or an operator session is required\n", status=401)
-        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
-        return response
+        return _unauthorized("a bearer token with the 'metrics' scope, or an operator's session, is required")
     elif not is_operator(request.user):
-        return HttpResponse("operators only\n", status=403, content_type="text/plain")
+        return JsonResponse({"error": "forbidden", "fields": {}, "detail": "operators only"}, status=403)
     return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)

@@ -110,7 +110,7 @@ def dashboard_summary() -> dict[str, Any]:
     flagged or paused."""
     report = agreement.cached_quality_report()
     double = report.get("double_review", {})
-    reading, tone = alpha_reading(report.get("decision_alpha"), report.get("min_pair_overlap", 10))
+    reading, tone = alpha_reading(report.get("decision_alpha"), agreement.MIN_PAIR_OVERLAP)
     return {
         "alpha": report.get("decision_alpha") or {},
         "alpha_reading": reading,
@@ -126,11 +126,12 @@ def page_context(forms: dict[int, SettleForm] | None = None) -> dict[str, Any]:
     queue = Queue.current()
     items = list(disagreements()[:DISAGREEMENTS_SHOWN])
     forms = forms or {}
-    least = report.get("min_pair_overlap", 10)
+    least = agreement.MIN_PAIR_OVERLAP
     decision_text, decision_tone = alpha_reading(report.get("decision_alpha"), least)
     label_text, label_tone = alpha_reading(report.get("label_alpha"), least)
     return {
         "report": report,
+        "min_pair_overlap": least,
         "queue": queue,
         "decision_reading": decision_text,
         "decision_tone": decision_tone,

@@ -643,20 +643,30 @@ class Version:
 
     item: ReviewItem
     verdict: Verdict | None
+    # What changed from this version to the next one (escaped in the template).
+    diff: OutputDiff | None = None
+    next_version: int = 0
 
 
 def history(item: ReviewItem) -> list[Version]:
-    """The item's earlier versions, newest first: each one's output and the
-    reviewer's note that sent it back. No query for an item that is the first
-    of its line, which nearly every item is."""
+    """The item's earlier versions, newest first: each one's output, the
+    reviewer's note that sent it back, and the diff to the version after it.
+    No query for an item that is the first of its line, which nearly every
+    item is."""
     versions: list[Version] = []
     previous_id = item.previous_version_id
+    newer = item
     while previous_id is not None and len(versions) < HISTORY_DEPTH:
         earlier = ReviewItem.objects.select_related("verdict__reviewer").filter(pk=previous_id).first()
         if earlier is None:
             break
-        versions.append(Version(item=earlier, verdict=getattr(earlier, "verdict", None)))
-        previous_id = earlier.previous_version_id
+        diff = output_diff(
+            earlier.final_output, newer.final_output, f"version {earlier.version}", f"version {newer.version}"
+        )
+        versions.append(
+            Version(item=earlier, verdict=getattr(earlier, "verdict", None), diff=diff, next_version=newer.version)
+        )
+        previous_id, newer = earlier.previous_version_id, earlier
     return versions
 
 
@@ -678,9 +688,9 @@ class OutputDiff:
     cut: str = ""
 
 
-def output_diff(original: str, edited: str) -> OutputDiff:
-    """The edit as a unified diff, line endings made the same first; capped
-    (DIFF_MAX_LINES, DIFF_MAX_CHARS) so a large output stays fast."""
+def output_diff(original: str, edited: str, old_name: str = "original", new_name: str = "edited") -> OutputDiff:
+    """The edit (or a revision) as a unified diff, line endings made the same
+    first; capped (DIFF_MAX_LINES, DIFF_MAX_CHARS) so a large output stays fast."""
     before = original.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     after = edited.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     cut = ""
@@ -689,7 +699,7 @@ def output_diff(original: str, edited: str) -> OutputDiff:
         before, after = before[:DIFF_MAX_LINES], after[:DIFF_MAX_LINES]
     lines: list[tuple[str, str]] = []
     shown = 0
-    for line in difflib.unified_diff(before, after, "original", "edited", lineterm="", n=3):
+    for line in difflib.unified_diff(before, after, old_name, new_name, lineterm="", n=3):
         shown += len(line)
         if shown > DIFF_MAX_CHARS:
             cut = f"The diff is cut after {DIFF_MAX_CHARS:,} characters. " + cut

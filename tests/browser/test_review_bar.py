@@ -18,6 +18,15 @@ WIDTHS = {
 }
 
 
+# How many lines a button's words take: the distinct tops of their boxes.
+LINES_OF_TEXT = """e => {
+  const range = document.createRange();
+  range.selectNodeContents(e);
+  const tops = [...range.getClientRects()].filter(r => r.width > 0).map(r => r.top).sort((a, b) => a - b);
+  return tops.filter((top, i) => i === 0 || top - tops[i - 1] > 8).length;  // a key cap sits a pixel off its line
+}"""
+
+
 @pytest.fixture(autouse=True)
 def _fresh_login_budget() -> None:
     from django.core.cache import cache
@@ -44,6 +53,7 @@ def test_the_bar_is_one_row_and_the_ignored_keys_notice_covers_nothing(
     for i in range(buttons.count()):  # each a thumb's width, its words inside it
         b = buttons.nth(i)
         assert b.bounding_box()["width"] >= 44 and b.evaluate("e => e.scrollWidth <= e.clientWidth"), i
+        assert b.evaluate(LINES_OF_TEXT) == 1, f"{b.inner_text()!r} wraps at {width} px"
     box = bar.bounding_box()
     assert box is not None
     if width != "1280":

@@ -83,6 +83,37 @@ def test_the_agent_polls_the_live_server_for_its_verdict(
     assert ReviewItem.objects.filter(producer="agent-runner").count() == 1
 
 
+@pytest.mark.slow
+def test_the_agents_revision_is_version_2_of_the_sent_back_item(
+    live_url: str, issue: Callable[..., str], reviewer_user: Any
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviewqueue import services
+    from reviewqueue.models import ReviewItem
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REVIEWQUEUE_TOKEN": issue()}
+    command = [sys.executable, str(AGENT), "--url", live_url, "--key", "revised", "--timeout", "60", "--rounds", "2"]
+    agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: ReviewItem.objects.filter(idempotency_key="revised-v1").exists(), 30, "the agent's push")
+        first = ReviewItem.objects.get(idempotency_key="revised-v1")
+        # Decided a minute ago, so the send-back is final (past the undo window) at once.
+        earlier = timezone.now() - timedelta(minutes=1)
+        assert services.claim(reviewer=reviewer_user, now=earlier).pk == first.pk
+        services.send_back(item_id=first.pk, reviewer=reviewer_user, note="handle n < 0", now=earlier)
+        wait_for(lambda: ReviewItem.objects.filter(idempotency_key="revised-v2").exists(), 60, "the revision")
+        revision = ReviewItem.objects.get(idempotency_key="revised-v2")
+        assert revision.previous_version_id == first.pk
+        assert revision.version == 2
+        assert "handle n < 0" in revision.final_output
+    finally:
+        agent.kill()
+        agent.communicate()
+
+
 # --- the revision loop ----------------------------------------------------------------------
 
 CREATED = {
@@ -120,6 +151,7 @@ def test_a_sent_back_output_is_revised_with_the_note_and_pushed_again() -> None:
     assert verdict == agent.Verdict("approved", "")
     pushes = [r.json() for r in server.requests if r.method == "POST"]
     assert [p["idempotency_key"] for p in pushes] == ["k-v1", "k-v2"]
+    assert [p.get("previous_item") for p in pushes] == [None, 7], "the revision names the item it revises"
     assert [p["final_output"] for p in pushes] == ["v1\n", "v1\n# HANDLE N < 0\n"]
     assert [r.path for r in server.requests if r.method == "GET"] == ["/api/items/7", "/api/items/8"]
 

@@ -114,3 +114,19 @@ def test_stats_are_of_the_queue_asked_for(client: Client, auth: dict[str, str]) 
     assert (default["queue"], default["depth"]) == ("default", 0)
     unknown = client.get("/api/stats?queue=nope", headers=auth)
     assert unknown.status_code == 400 and "unknown queue 'nope'" in unknown.json()["fields"]["queue"]
+
+
+def test_an_unknown_queue_is_named_as_the_docs_show_it(client: Client, auth: dict[str, str]) -> None:
+    response = _post(client, "/api/outputs", {**OUTPUT, "idempotency_key": "k", "queue": "paymnets"}, auth)
+    assert response.json() == {"error": "invalid", "fields": {"queue": "unknown queue 'paymnets'"}}
+
+
+def test_every_refused_field_is_reported_at_once(client: Client, auth: dict[str, str]) -> None:
+    body = {**OUTPUT, "idempotency_key": "k", "queue": "paymnets", "previous_item": 999}
+    response = _post(client, "/api/outputs", body, auth)
+    assert response.status_code == 400
+    assert response.json()["fields"] == {
+        "previous_item": "no item 999 from this producer",
+        "queue": "unknown queue 'paymnets'",
+    }
+    assert not ReviewItem.objects.exists()

@@ -187,10 +187,29 @@ def test_it_refuses_every_operator_url_to_a_reviewer(
 
 @pytest.mark.parametrize("route", REVIEW, ids=_ids(REVIEW))
 def test_it_refuses_every_review_url_to_an_operator(
+    client: Client, operator: Any, values: dict[str, str], route: Route, settings: Any
+) -> None:
+    """Where operators are kept from reviewing (REVIEWQUEUE_OPERATORS_REVIEW
+    off), an operator without the reviewer role is refused every review URL."""
+    settings.REVIEWQUEUE_OPERATORS_REVIEW = False
+    client.force_login(operator)
+    _refused_by_role(client, _url(route, values))
+
+
+@pytest.mark.parametrize("route", REVIEW, ids=_ids(REVIEW))
+def test_an_operator_reaches_every_review_url_by_default(
     client: Client, operator: Any, values: dict[str, str], route: Route
 ) -> None:
     client.force_login(operator)
-    _refused_by_role(client, _url(route, values))
+    for method in ("get", "post"):
+        response = getattr(client, method)(_url(route, values))
+        assert response.status_code != 403, f"{method.upper()} {route.name}: refused to an operator"
+
+
+def test_an_operator_sees_review_in_the_navigation(client: Client, operator: Any) -> None:
+    client.force_login(operator)
+    page = client.get("/ops/").content.decode()
+    assert 'href="/review/">Review</a>' in page
 
 
 ROLE_PAGES = [r for r in PROTECTED if r.name not in ANY_SIGNED_IN and r.namespace != "api" and r.name != "admin:index"]

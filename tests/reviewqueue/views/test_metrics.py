@@ -67,6 +67,9 @@ def test_it_refuses_anonymous_scrapes(client: Client, db: None) -> None:
     response = client.get("/metrics")
     assert response.status_code == 401
     assert "reviewqueue_depth" not in response.content.decode()
+    # JSON in the API's error shape, as every other refusal a producer reads.
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"] == "unauthorized" and response.json()["fields"] == {}
 
 
 def test_it_refuses_a_producer_token_without_the_metrics_right(client: Client, db: None) -> None:
@@ -75,7 +78,8 @@ def test_it_refuses_a_producer_token_without_the_metrics_right(client: Client, d
 
 
 def test_it_refuses_a_bad_token(client: Client, db: None) -> None:
-    assert client.get("/metrics", headers={"Authorization": "Bearer rq_nope_nope"}).status_code == 401
+    response = client.get("/metrics", headers={"Authorization": "Bearer rq_nope_nope"})
+    assert response.status_code == 401 and response.json()["error"] == "unauthorized"
 
 
 def test_it_refuses_a_signed_in_reviewer(client: Client, reviewer: User) -> None:

@@ -443,3 +443,12 @@ def test_no_pair_yet_says_after_how_many_shared_items_one_appears(
     body = ops_client.get(reverse("ops:quality")).content.decode()
     no_pairs = body.split('id="no-pairs"')[1].split("</p>")[0]
     assert "judged 10 of the same items" in no_pairs
+
+
+def test_the_pairs_table_says_after_how_many_shared_items_a_pair_appears(
+    ops_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(quality_view.agreement, "cached_quality_report", lambda: report())
+    body = ops_client.get(reverse("ops:quality")).content.decode()
+    said = body.split('id="pairs-when"')[1].split("</p>")[0]
+    assert f"judged {quality_view.agreement.MIN_PAIR_OVERLAP} of the same items" in said

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from reviewqueue import services
-from reviewqueue.models import FilterRule, LabelCount, ReasonLabel, ReviewItem
+from reviewqueue.models import FilterRule, LabelCount, Queue, ReasonLabel, ReviewItem
 from reviewqueue.policy import FILTER_GATES, proposed_filter_rules
 from reviewqueue.stats import gate_preview
 
@@ -152,3 +152,16 @@ def test_the_dashboard_names_labels_in_words_and_shows_no_zero_count(client: Cli
     assert f'<span class="badge">{words["logic_error"]}: 5</span>' in body
     assert "logic_error" not in body.split('id="labels-without-gate"')[1].split("</p>")[0]
     assert words["format_issue"] + ": 0" not in body and "format_issue: 0" not in body
+
+
+def test_the_dashboard_names_labels_in_words_and_shows_no_empty_count(client: Client, operator: User) -> None:
+    FilterRule.objects.create(
+        queue=Queue.default(), label="code_error", gate="python_syntax", description="code must parse"
+    )
+    LabelCount.objects.create(queue=Queue.default(), label="code_error", count=3)
+    LabelCount.objects.create(queue=Queue.default(), label="format_issue", count=0)
+    client.force_login(operator)
+    body = client.get("/ops/").content.decode()
+    section = body.split("Rejection labels and proposed filter rules")[1]
+    assert "code_error" not in section and "format_issue" not in section
+    assert "code error: 3" in section and "format issue" not in section

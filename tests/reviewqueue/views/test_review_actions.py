@@ -180,6 +180,33 @@ def test_the_card_shows_earlier_versions_and_their_notes_collapsed(
     assert "please &lt;b&gt;shorten&lt;/b&gt;" in history and "<b>shorten" not in history
 
 
+def test_a_version_2_card_says_so_and_shows_what_changed_as_an_inert_diff(
+    rita: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    v1 = _hold(admit_item, reviewer, final_output="keep\n<script>alert(1)</script>\nold line")
+    services.send_back(item_id=v1.pk, reviewer=reviewer, note="fix it")
+    _hold(admit_item, reviewer, final_output="keep\n<img src=x onerror=alert(2)>\nnew line", previous_version=v1)
+    body = rita.get(reverse("review:queue")).content.decode()
+    head = body[body.index('<header class="item-head">') :]
+    head = head[: head.index("</header>")]
+    assert "version 2" in head
+    diff = body[body.index('id="diff-1-2"') :]
+    diff = diff[: diff.index("</details>")]
+    assert "What changed in version 2" in diff
+    assert '<span class="del">-&lt;script&gt;alert(1)&lt;/script&gt;</span>' in diff
+    assert '<span class="add">+&lt;img src=x onerror=alert(2)&gt;</span>' in diff
+    assert '<span class="add">+new line</span>' in diff and '<span class="same"> keep</span>' in diff
+    assert "<script>alert(1)" not in body and "<img src=x" not in body
+
+
+def test_a_huge_revision_diff_is_cut_and_said_to_be(rita: Client, reviewer: User, admit_item: AdmitItem) -> None:
+    v1 = _hold(admit_item, reviewer, final_output="\n".join(f"a{n}" for n in range(50_000)))
+    services.send_back(item_id=v1.pk, reviewer=reviewer, note="again")
+    _hold(admit_item, reviewer, final_output="\n".join(f"b{n}" for n in range(50_000)), previous_version=v1)
+    body = rita.get(reverse("review:queue")).content.decode()
+    assert "Only the first 2000 lines of each version are compared." in body
+
+
 # --- the item's page
 
 

@@ -63,3 +63,14 @@ def test_it_records_no_change_when_the_browser_sends_the_same_text_with_crlf(cli
     same = Queue.current().instructions.replace("\n", "\r\n")
     assert client.post(reverse("ops:policy"), _form(instructions=same)).status_code == 302
     assert not PolicyAudit.objects.exists()
+
+
+def test_the_instructions_of_the_cards_queue_are_on_the_page_once(client, reviewer, admit_item):
+    Queue.objects.filter(pk=Queue.current().pk).update(instructions="Judge **kindly**.")
+    admit_item()
+    client.force_login(reviewer)
+    client.post(reverse("review:next"))
+    body = client.get(reverse("review:queue")).content.decode()
+    shortcuts = body.index('id="shortcuts"')
+    assert body[:shortcuts].count("Judge <strong>kindly</strong>.") == 1, "the card and the side panel both"
+    assert 'id="card-instructions"' in body
