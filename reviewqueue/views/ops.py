@@ -292,14 +292,14 @@ def live_initial(window_key: str, queue: Queue) -> tuple[dict[str, Any], stats.R
 
 def whatif_page_context(form: WhatIfForm, live_form: LiveWindowForm, queue: Queue) -> dict[str, Any]:
     """What the what-if page always shows: the forms, the presets, the queue's latest runs."""
-    from simulation import PRESET_DESCRIPTIONS, PRESETS
+    from simulation import PRESET_CATALOGUE
 
     return {
         **scope_context(queue),
         "form": form,
         "live_form": live_form,
-        "presets": sorted(PRESETS),
-        "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
+        "presets": sorted(PRESET_CATALOGUE),
+        "preset_descriptions": [(name, preset.description) for name, preset in sorted(PRESET_CATALOGUE.items())],
         # A single queue's runs; "add a queue" runs have their own page. (A run
         # without a kind has no "kind" key, which a plain exclude would drop too.)
         "runs": SimulationRun.objects.filter(queue=queue)
@@ -362,14 +362,14 @@ def whatif_run(request: HtmxHttpRequest, queue: Queue) -> HttpResponse:
 
 def preset_of(scenario: dict[str, Any]) -> str | None:
     """The preset a stored scenario is, if it is one unchanged."""
-    from simulation import PRESETS
+    from simulation import PRESET_CATALOGUE
 
-    return next((name for name, preset in PRESETS.items() if preset.to_dict() == scenario), None)
+    return next((name for name, preset in PRESET_CATALOGUE.items() if preset.scenario.to_dict() == scenario), None)
 
 
 def result_context(run: SimulationRun) -> dict[str, Any]:
     """What a finished (or running) simulation shows: numbers, chart, ratio rule."""
-    from simulation import PRESET_DESCRIPTIONS
+    from simulation import PRESET_CATALOGUE
 
     if run.params.get("kind") == ADD_QUEUE_KIND:
         return added_result_context(run)
@@ -380,7 +380,7 @@ def result_context(run: SimulationRun) -> dict[str, Any]:
         **scope_context(run.queue, switch_here=False),
         "run": run,
         "scenario": scenario,
-        "preset_description": f"Preset {preset}. {PRESET_DESCRIPTIONS[preset]}" if preset else "",
+        "preset_description": f"Preset {preset}. {PRESET_CATALOGUE[preset].description}" if preset else "",
     }
     if run.status != SimulationRun.Status.DONE or not run.result:
         return ctx
