@@ -14,8 +14,6 @@ from django.db.models import Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from loops.cutoff import CUTOFF_REASONS
-
 from . import policy
 
 
@@ -49,8 +47,10 @@ class CutoffReason(models.TextChoices):
     EXTERNAL = "external", "pushed by a producer"
 
 
-# The loops' cutoff reasons come first, in their order; the queue adds its own two.
-assert tuple(CutoffReason.values[: len(CUTOFF_REASONS)]) == CUTOFF_REASONS
+# The loops' cutoff reasons (loops.cutoff.CUTOFF_REASONS) come first, in their
+# order; the queue adds its own two. Models import no loops module (the layer
+# contracts in pyproject.toml), so a test holds the two lists together:
+# tests/reviewqueue/policy/test_one_source.py.
 
 # What a reviewer reads before judging, until an operator writes their own.
 DEFAULT_INSTRUCTIONS = """\

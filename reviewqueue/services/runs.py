@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from loops.hints import Resume
     from loops.result import LoopResult
     from loops.runner import LoopConfig
+    from loops.sandbox import Status as SandboxStatus
     from loops.spec import Task
 
 # The logger keeps the name these records have always had: log queries and
@@ -148,6 +149,14 @@ def submit_run(
                 kwargs["producer"] = producer
             transaction.on_commit(lambda: _publish(kwargs, resend=unsent))
     return run, created
+
+
+def sandbox_status() -> SandboxStatus:
+    """Whether red lines run in bubblewrap here, probed once per process: the
+    API refuses tasks with checks without it, and the dashboard shows it."""
+    from loops import sandbox
+
+    return sandbox.status()
 
 
 def _parse_task(task: dict[str, Any]) -> Task:

@@ -303,8 +303,6 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     run_id returns the existing run (200) and starts nothing; of concurrent
     calls with one run_id exactly one answers 201. Run ids are this
     producer's own."""
-    from loops.spec import TaskError
-
     from ..services.runs import BrokerUnavailable, submit_run
 
     token = _token(request, ApiToken.Scope.TASKS)
@@ -327,7 +325,7 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
             callback_url=callback_url,
             queue=payload.queue,
         )
-    except (TaskError, TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:  # a task spec's TaskError is a ValueError
         raise services.InvalidInput("task", str(exc)) from None
     except BrokerUnavailable:
         # The run is stored; repeating the request with its run_id sends it
@@ -349,11 +347,11 @@ def _unsandboxed_checks(task: Any) -> JsonResponse | None:
     """Fail closed: a producer's hidden checks are untrusted code and run only
     in the red line's sandbox. Where it cannot run (or REDLINE_SANDBOX=none),
     tasks with checks are refused before anything is stored."""
-    from loops import sandbox
+    from ..services.runs import sandbox_status
 
     if not (isinstance(task, dict) and task.get("checks")):
         return None
-    status = sandbox.status()
+    status = sandbox_status()
     if status.sandboxed:
         return None
     return JsonResponse(

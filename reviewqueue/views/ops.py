@@ -21,9 +21,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from loops import sandbox as redline_sandbox
-from loops.gates import GATES
-
 from .. import services, stats
 from ..access import operator_required
 from ..charts import Chart, HLine, Line, PairChart, PairRow, build_chart, build_pair_chart, watermark_marks
@@ -41,6 +38,7 @@ from ..forms import (
 )
 from ..models import FilterRule, PolicyAudit, Queue, ReasonLabel, SimulationRun, Verdict
 from ..policy import FILTER_GATES
+from ..services.runs import sandbox_status
 from ..services.simulations import ADD_QUEUE_KIND, execute_simulation
 from ..tasks.periodic import run_simulation
 from .http import HtmxHttpRequest
@@ -158,7 +156,7 @@ def dashboard_context(queue: Queue) -> dict[str, Any]:
         "breaker": stats.breaker_log(queue=queue)[:20],
         "failing_endpoints": stats.failing_endpoints(now=now),
         # Probed once per process: whether red lines run in bubblewrap here.
-        "redline": redline_sandbox.status(),
+        "redline": sandbox_status(),
         "quality": dashboard_summary(),
         **rules_context(queue),
     }
@@ -206,7 +204,7 @@ RULE_ACTIONS = {"enable": FilterRule.Status.ENABLED, "dismiss": FilterRule.Statu
 def rule_preview(request: HttpRequest, rule_id: int) -> HttpResponse:
     """Before a rule is enabled: what its gate would have filtered from the newest items."""
     rule = get_object_or_404(FilterRule.objects.select_related("queue"), pk=rule_id)
-    known = rule.gate in GATES
+    known = stats.known_gate(rule.gate)
     preview = (
         stats.gate_preview(rule.gate, queue=rule.queue) if known and rule.status != FilterRule.Status.ENABLED else None
     )

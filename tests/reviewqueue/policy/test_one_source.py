@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
+from loops.cutoff import CUTOFF_REASONS
 from reviewqueue import agreement, policy
 from reviewqueue.forms import PolicyForm
-from reviewqueue.models import Judgement, Queue, Verdict
+from reviewqueue.models import CutoffReason, Judgement, Queue, Verdict
 from reviewqueue.services import review_quality
 
 # Model instances take the default queue's pk.
@@ -40,6 +41,14 @@ def test_a_changed_category_reaches_every_reader(monkeypatch: pytest.MonkeyPatch
     assert review_quality.category("edit") == policy.REJECT
     assert review_quality.Answer(decision="edit").category == policy.REJECT
     assert not hasattr(agreement, "DECISION_CATEGORY")
+
+
+# ---------------------------------------------------------------- cutoff reasons
+
+
+def test_the_models_cutoff_reasons_begin_with_the_loops() -> None:
+    assert tuple(CutoffReason.values[: len(CUTOFF_REASONS)]) == CUTOFF_REASONS
+    assert set(CutoffReason.values) - set(CUTOFF_REASONS) == {"sampled", "external"}
 
 
 # ---------------------------------------------------------------- policy bounds
