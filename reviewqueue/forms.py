@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import QuerySet
 
 from . import export, oidc, policy
+from .access import REVIEW_PERMISSION
 from .models import AlertChannel, GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
 from .services.errors import InvalidInput
 from .services.identity import PROVIDER_GROUP_PREFIX
@@ -481,12 +482,10 @@ class AddQueueWhatIfForm(forms.Form):
         return [self[name] for name in self.fields if "__" not in name]
 
     def clean_slug(self) -> str:
-        from .policy import PolicyError, check_slug
-
         slug = self.cleaned_data["slug"].strip()
         try:
-            check_slug(slug)
-        except PolicyError:
+            policy.check_slug(slug)
+        except policy.PolicyError:
             raise forms.ValidationError(
                 "Use 1 to 50 lowercase letters, digits and hyphens, starting with a letter."
             ) from None
@@ -710,8 +709,6 @@ class QueueCreateForm(forms.Form):
 
 def reviewer_users() -> QuerySet[Any]:
     """Users who hold the reviewer role (through a group, or as superusers)."""
-    from .access import REVIEW_PERMISSION
-
     app_label, codename = REVIEW_PERMISSION.split(".")
     return (
         get_user_model()

@@ -25,6 +25,7 @@ from .. import agreement, services, stats
 from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
 from ..services.finality import is_final
+from ..services.runs import BrokerUnavailable, sandbox_status, submit_run
 from ..tokens import token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
@@ -303,8 +304,6 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     run_id returns the existing run (200) and starts nothing; of concurrent
     calls with one run_id exactly one answers 201. Run ids are this
     producer's own."""
-    from ..services.runs import BrokerUnavailable, submit_run
-
     token = _token(request, ApiToken.Scope.TASKS)
     producer = producer_of(token)
     callback_url = callback_url_for(token, payload.callback_url)
@@ -347,8 +346,6 @@ def _unsandboxed_checks(task: Any) -> JsonResponse | None:
     """Fail closed: a producer's hidden checks are untrusted code and run only
     in the red line's sandbox. Where it cannot run (or REDLINE_SANDBOX=none),
     tasks with checks are refused before anything is stored."""
-    from ..services.runs import sandbox_status
-
     if not (isinstance(task, dict) and task.get("checks")):
         return None
     status = sandbox_status()
