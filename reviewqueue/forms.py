@@ -46,6 +46,15 @@ SHARE_RULES = {
     "gold_rate": "The gold rate is a share: from 0 to 1 (0.02 means 2 %).",
     "gold_min_accuracy": "The lowest accuracy is a share: from 0 to 1 (0.7 means 70 %).",
 }
+# The sentence an operator reads when a setting is outside its bound
+# (policy.BOUNDS), for the settings whose bound is all there is to say.
+BOUND_RULES = {
+    "capacity": "Capacity must be at least 1 item.",
+    "tuner_window": "The tuner window must hold at least 1 verdict.",
+    "lease_seconds": "The lease must last at least 10 seconds.",
+    "gold_min_answers": "A flag needs at least 1 gold answer.",
+    **SHARE_RULES,
+}
 
 
 class PolicyForm(forms.ModelForm):
@@ -160,8 +169,9 @@ class PolicyForm(forms.ModelForm):
         def has(*names: str) -> bool:
             return all(data.get(name) is not None for name in names)
 
-        if has("capacity") and not policy.within("capacity", data["capacity"]):
-            errors["capacity"] = "Capacity must be at least 1 item."
+        for name, message in BOUND_RULES.items():
+            if has(name) and not policy.within(name, data[name]):
+                errors[name] = message
         if has("high_watermark") and not policy.within("high_watermark", data["high_watermark"]):
             errors["high_watermark"] = (
                 "The high watermark is a share of capacity: more than 0 and at most 1 (0.8 means 80 %)."
@@ -192,8 +202,6 @@ class PolicyForm(forms.ModelForm):
                 f"The step limit must be from the lowest ({data['min_step_limit']}) "
                 f"to the highest ({data['max_step_limit']}) step limit."
             )
-        if has("tuner_window") and not policy.within("tuner_window", data["tuner_window"]):
-            errors["tuner_window"] = "The tuner window must hold at least 1 verdict."
         if has("approve_low") and not policy.within("approve_low", data["approve_low"]):
             errors["approve_low"] = "The lower approve rate is a share: from 0 to 1 (0.4 means 40 %)."
         if has("approve_high") and not policy.within("approve_high", data["approve_high"]):
@@ -204,13 +212,6 @@ class PolicyForm(forms.ModelForm):
             and not policy.in_order("approve_low", "approve_high", data)
         ):
             errors["approve_low"] = f"The lower approve rate must be below the upper rate ({data['approve_high']:g})."
-        if has("lease_seconds") and not policy.within("lease_seconds", data["lease_seconds"]):
-            errors["lease_seconds"] = "The lease must last at least 10 seconds."
-        for name, message in SHARE_RULES.items():
-            if has(name) and not policy.within(name, data[name]):
-                errors[name] = message
-        if has("gold_min_answers") and not policy.within("gold_min_answers", data["gold_min_answers"]):
-            errors["gold_min_answers"] = "A flag needs at least 1 gold answer."
         errors.update(PolicyForm.age_errors(data))
         return errors
 
