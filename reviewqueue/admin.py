@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.utils import timezone
 
 from . import models, services, webhooks
 from .services import routing
@@ -278,8 +279,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset):  # type: ignore[no-untyped-def]
-        from django.utils import timezone
-
         queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
 
 

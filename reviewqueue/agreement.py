@@ -11,7 +11,7 @@ review. A third reviewer is asked only after the first two disagreed, so
 counting the tie-breaking judgement would weigh disagreements differently from
 agreements and bias every statistic.
 
-Decisions are compared by category (``DECISION_CATEGORY``): an edit is an
+Decisions are compared by category (``policy.decision_category``): an edit is an
 approval, as it is for the producer. Reason labels are compared only where
 both reviewers rejected; a reviewer who did not reject gave no label, and that
 value is missing, not a disagreement.
@@ -42,6 +42,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db.models import Count, Q
 
+from . import policy
 from .models import DEFAULT_QUEUE, GoldItem, Judgement, Queue, ReviewerStanding, ReviewItem, Verdict
 
 if TYPE_CHECKING:
@@ -58,12 +59,6 @@ CACHE_SECONDS = 60
 # bootstrap over 5,000 items takes.
 BOOTSTRAP_BATCH = 200
 
-DECISION_CATEGORY: dict[str, str] = {
-    Verdict.Decision.APPROVE: "approve",
-    Verdict.Decision.EDIT: "approve",
-    Verdict.Decision.REJECT: "reject",
-    Verdict.Decision.SEND_BACK: "send_back",
-}
 SETTLED_BY = ("reviewer", "agreement", "tiebreak", "operator")
 
 
@@ -259,7 +254,7 @@ def _double_reviews() -> dict[int, list[_Answer]]:
     )
     by_item: dict[int, list[_Answer]] = defaultdict(list)
     for item_id, reviewer_id, decision, label in rows:
-        category = DECISION_CATEGORY.get(decision)
+        category = policy.decision_category(decision)
         if category is not None:
             by_item[item_id].append(_Answer(reviewer_id, category, (label or None) if category == "reject" else None))
     return by_item

@@ -12,7 +12,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import QuerySet
 
-from . import export, oidc
+from . import export, oidc, policy
+from .access import REVIEW_PERMISSION
 from .models import AlertChannel, GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
 from .services.errors import InvalidInput
 from .services.identity import PROVIDER_GROUP_PREFIX
@@ -44,6 +45,15 @@ SHARE_RULES = {
     "double_review_rate": "The double-review rate is a share: from 0 to 1 (0.1 means 10 %).",
     "gold_rate": "The gold rate is a share: from 0 to 1 (0.02 means 2 %).",
     "gold_min_accuracy": "The lowest accuracy is a share: from 0 to 1 (0.7 means 70 %).",
+}
+# The sentence an operator reads when a setting is outside its bound
+# (policy.BOUNDS), for the settings whose bound is all there is to say.
+BOUND_RULES = {
+    "capacity": "Capacity must be at least 1 item.",
+    "tuner_window": "The tuner window must hold at least 1 verdict.",
+    "lease_seconds": "The lease must last at least 10 seconds.",
+    "gold_min_answers": "A flag needs at least 1 gold answer.",
+    **SHARE_RULES,
 }
 
 
@@ -152,61 +162,57 @@ class PolicyForm(forms.ModelForm):
 
     @staticmethod
     def rule_errors(data: dict[str, Any]) -> dict[str, str]:
-        """The policy's rules (the model's clean() and policy.py enforce the
-        same ones) as the sentences an operator reads, by field."""
+        """The policy's rules as the sentences an operator reads, by field:
+        the bounds and orders are policy.BOUNDS and policy.ORDER, which the
+        model's clean() and the policy's dataclasses read too."""
         errors: dict[str, str] = {}
 
         def has(*names: str) -> bool:
             return all(data.get(name) is not None for name in names)
 
-        if has("capacity") and data["capacity"] < 1:
-            errors["capacity"] = "Capacity must be at least 1 item."
-        if has("high_watermark") and not 0 < data["high_watermark"] <= 1:
+        for name, message in BOUND_RULES.items():
+            if has(name) and not policy.within(name, data[name]):
+                errors[name] = message
+        if has("high_watermark") and not policy.within("high_watermark", data["high_watermark"]):
             errors["high_watermark"] = (
                 "The high watermark is a share of capacity: more than 0 and at most 1 (0.8 means 80 %)."
             )
-        if has("low_watermark") and data["low_watermark"] < 0:
+        if has("low_watermark") and not policy.within("low_watermark", data["low_watermark"]):
             errors["low_watermark"] = "The low watermark cannot be below 0."
         elif (
             has("low_watermark", "high_watermark")
             and "high_watermark" not in errors
-            and data["low_watermark"] >= data["high_watermark"]
+            and not policy.in_order("low_watermark", "high_watermark", data)
         ):
             errors["low_watermark"] = (
                 f"The low watermark must be below the high watermark ({data['high_watermark']:g})."
             )
-        if has("min_step_limit") and data["min_step_limit"] < 1:
+        if has("min_step_limit") and not policy.within("min_step_limit", data["min_step_limit"]):
             errors["min_step_limit"] = "The lowest step limit must be at least 1."
-        elif has("min_step_limit", "max_step_limit") and data["min_step_limit"] > data["max_step_limit"]:
+        elif has("min_step_limit", "max_step_limit") and not policy.in_order("min_step_limit", "max_step_limit", data):
             errors["max_step_limit"] = f"The highest step limit cannot be below the lowest ({data['min_step_limit']})."
         if (
             has("step_limit", "min_step_limit", "max_step_limit")
             and "max_step_limit" not in errors
-            and not data["min_step_limit"] <= data["step_limit"] <= data["max_step_limit"]
+            and not (
+                policy.in_order("min_step_limit", "step_limit", data)
+                and policy.in_order("step_limit", "max_step_limit", data)
+            )
         ):
             errors["step_limit"] = (
                 f"The step limit must be from the lowest ({data['min_step_limit']}) "
                 f"to the highest ({data['max_step_limit']}) step limit."
             )
-        if has("tuner_window") and data["tuner_window"] < 1:
-            errors["tuner_window"] = "The tuner window must hold at least 1 verdict."
-        if has("approve_low") and not 0 <= data["approve_low"] <= 1:
+        if has("approve_low") and not policy.within("approve_low", data["approve_low"]):
             errors["approve_low"] = "The lower approve rate is a share: from 0 to 1 (0.4 means 40 %)."
-        if has("approve_high") and not 0 <= data["approve_high"] <= 1:
+        if has("approve_high") and not policy.within("approve_high", data["approve_high"]):
             errors["approve_high"] = "The upper approve rate is a share: from 0 to 1 (0.8 means 80 %)."
         elif (
             has("approve_low", "approve_high")
             and "approve_low" not in errors
-            and data["approve_low"] >= data["approve_high"]
+            and not policy.in_order("approve_low", "approve_high", data)
         ):
             errors["approve_low"] = f"The lower approve rate must be below the upper rate ({data['approve_high']:g})."
-        if has("lease_seconds") and data["lease_seconds"] < 10:
-            errors["lease_seconds"] = "The lease must last at least 10 seconds."
-        for name, message in SHARE_RULES.items():
-            if has(name) and not 0 <= data[name] <= 1:
-                errors[name] = message
-        if has("gold_min_answers") and data["gold_min_answers"] < 1:
-            errors["gold_min_answers"] = "A flag needs at least 1 gold answer."
         errors.update(PolicyForm.age_errors(data))
         return errors
 
@@ -214,10 +220,10 @@ class PolicyForm(forms.ModelForm):
     def age_errors(data: dict[str, Any]) -> dict[str, str]:
         """The SLA and age rules: an SLA of a minute or more; the age
         watermark's marks both or neither, 0 <= low < high; an alert age above 0."""
-        if data.get("sla_minutes") is not None and data["sla_minutes"] < 1:
+        if data.get("sla_minutes") is not None and not policy.within("sla_minutes", data["sla_minutes"]):
             return {"sla_minutes": "The SLA must be at least 1 minute."}
         alert_age = data.get("alert_age_minutes")
-        if alert_age is not None and not alert_age > 0:
+        if alert_age is not None and not policy.within("alert_age_minutes", alert_age):
             return {"alert_age_minutes": "The age limit must be above 0 minutes, or left blank."}
         high, low = data.get("age_high_minutes"), data.get("age_low_minutes")
         if high is None and low is None:
@@ -226,9 +232,9 @@ class PolicyForm(forms.ModelForm):
             return {"age_high_minutes": "Give the high age mark too, or clear the low one."}
         if low is None:
             return {"age_low_minutes": "Give the low age mark too, or clear the high one."}
-        if not high > 0:
+        if not policy.within("age_high_minutes", high):
             return {"age_high_minutes": "The high age mark must be above 0 minutes."}
-        if not 0 <= low < high:
+        if not (policy.within("age_low_minutes", low) and policy.in_order("age_low_minutes", "age_high_minutes", data)):
             return {"age_low_minutes": f"The low age mark must be from 0 to below the high one ({high:g})."}
         return {}
 
@@ -478,12 +484,10 @@ class AddQueueWhatIfForm(forms.Form):
         return [self[name] for name in self.fields if "__" not in name]
 
     def clean_slug(self) -> str:
-        from .policy import PolicyError, check_slug
-
         slug = self.cleaned_data["slug"].strip()
         try:
-            check_slug(slug)
-        except PolicyError:
+            policy.check_slug(slug)
+        except policy.PolicyError:
             raise forms.ValidationError(
                 "Use 1 to 50 lowercase letters, digits and hyphens, starting with a letter."
             ) from None
@@ -707,8 +711,6 @@ class QueueCreateForm(forms.Form):
 
 def reviewer_users() -> QuerySet[Any]:
     """Users who hold the reviewer role (through a group, or as superusers)."""
-    from .access import REVIEW_PERMISSION
-
     app_label, codename = REVIEW_PERMISSION.split(".")
     return (
         get_user_model()

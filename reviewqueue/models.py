@@ -14,8 +14,6 @@ from django.db.models import Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from loops.cutoff import CUTOFF_REASONS
-
 from . import policy
 
 
@@ -49,8 +47,10 @@ class CutoffReason(models.TextChoices):
     EXTERNAL = "external", "pushed by a producer"
 
 
-# The loops' cutoff reasons come first, in their order; the queue adds its own two.
-assert tuple(CutoffReason.values[: len(CUTOFF_REASONS)]) == CUTOFF_REASONS
+# The loops' cutoff reasons (loops.cutoff.CUTOFF_REASONS) come first, in their
+# order; the queue adds its own two. Models import no loops module (the layer
+# contracts in pyproject.toml), so a test holds the two lists together:
+# tests/reviewqueue/policy/test_one_source.py.
 
 # What a reviewer reads before judging, until an operator writes their own.
 DEFAULT_INSTRUCTIONS = """\
@@ -328,19 +328,18 @@ class Queue(models.Model):
                 build()
             except policy.PolicyError as exc:
                 errors[exc.field] = exc.message
-        if not self.min_step_limit <= self.step_limit <= self.max_step_limit:
+        values = {name: getattr(self, name) for name in self.EDITABLE_FIELDS}
+        if not (
+            policy.in_order("min_step_limit", "step_limit", values)
+            and policy.in_order("step_limit", "max_step_limit", values)
+        ):
             errors["step_limit"] = "must lie within [min_step_limit, max_step_limit]"
-        for name in ("sampling_rate", "double_review_rate", "gold_rate", "gold_min_accuracy"):
-            if not 0 <= getattr(self, name) <= 1:
-                errors[name] = "must be in [0, 1]"
-        if self.lease_seconds < 10:
-            errors["lease_seconds"] = "must be at least 10 seconds"
-        if self.gold_min_answers < 1:
-            errors["gold_min_answers"] = "must be at least 1"
-        if self.sla_minutes < 1:
-            errors["sla_minutes"] = "must be at least 1 minute"
-        if self.alert_age_minutes is not None and not self.alert_age_minutes > 0:
-            errors["alert_age_minutes"] = "must be above 0 minutes, or blank"
+        # Every other bound, from the one table (the age marks are checked by
+        # watermarks() above, both or neither; the alert age may be blank).
+        for name, bound in policy.BOUNDS.items():
+            value = values[name]
+            if name not in errors and value is not None and not bound.holds(value):
+                errors[name] = bound.text() + (", or blank" if name == "alert_age_minutes" else "")
         if errors:
             raise ValidationError(errors)
 
@@ -661,7 +660,7 @@ class Verdict(models.Model):
     @property
     def approved(self) -> bool:
         """The output was accepted: as it was, or as the reviewer corrected it."""
-        return self.decision in (self.Decision.APPROVE, self.Decision.EDIT)
+        return policy.counts_as_approval(self.decision)
 
 
 class GoldItem(models.Model):
@@ -735,7 +734,7 @@ class Judgement(models.Model):
 
     @property
     def approved(self) -> bool:
-        return self.decision in (Verdict.Decision.APPROVE, Verdict.Decision.EDIT)
+        return policy.counts_as_approval(self.decision)
 
 
 class ReviewerStanding(models.Model):

@@ -36,6 +36,93 @@ class PolicyError(ValueError):
         self.message = message
 
 
+# --- the bounds of a queue's settings: the dataclasses below, Queue.clean and
+# the operators' PolicyForm all read this one table ---
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range one setting must lie in: ``low`` and ``high`` (None: no
+    bound on that side), each inclusive unless its ``*_open`` flag is set;
+    ``finite`` refuses infinity too."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    finite: bool = False
+    unit: str = ""
+
+    def holds(self, value: float) -> bool:
+        # Written as what must hold, so NaN (every comparison false) fails.
+        above = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        below = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        return above and below and (not self.finite or math.isfinite(value))
+
+    def text(self) -> str:
+        """The rule in the model's terse words: "must be in (0, 1]", "must be at least 10 seconds"."""
+        if self.low is not None and self.high is not None:
+            return (
+                f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+            )
+        if self.low is not None:
+            unit = self.unit[:-1] if self.low == 1 and self.unit.endswith("s") else self.unit
+            return f"must be {'above' if self.low_open else 'at least'} {self.low:g}{' ' + unit if unit else ''}"
+        assert self.high is not None
+        return f"must be {'below' if self.high_open else 'at most'} {self.high:g}{' ' + self.unit if self.unit else ''}"
+
+
+SHARE = Bound(low=0, high=1)
+
+# Each setting's own range, by the Queue field's name.
+BOUNDS: Mapping[str, Bound] = {
+    "capacity": Bound(low=1),
+    "high_watermark": Bound(low=0, high=1, low_open=True),
+    "low_watermark": Bound(low=0),
+    "min_step_limit": Bound(low=1),
+    "tuner_window": Bound(low=1),
+    "approve_low": SHARE,
+    "approve_high": SHARE,
+    "lease_seconds": Bound(low=10, unit="seconds"),
+    "sampling_rate": SHARE,
+    "double_review_rate": SHARE,
+    "gold_rate": SHARE,
+    "gold_min_accuracy": SHARE,
+    "gold_min_answers": Bound(low=1),
+    "sla_minutes": Bound(low=1, unit="minutes"),
+    "alert_age_minutes": Bound(low=0, low_open=True, unit="minutes"),
+    "age_high_minutes": Bound(low=0, low_open=True, finite=True, unit="minutes"),
+    "age_low_minutes": Bound(low=0, unit="minutes"),
+}
+
+# Settings that must keep an order: (lower, upper) -> whether strictly below.
+ORDER: Mapping[tuple[str, str], bool] = {
+    ("low_watermark", "high_watermark"): True,
+    ("approve_low", "approve_high"): True,
+    ("min_step_limit", "max_step_limit"): False,
+    ("min_step_limit", "step_limit"): False,
+    ("step_limit", "max_step_limit"): False,
+    ("age_low_minutes", "age_high_minutes"): True,
+}
+
+
+def within(name: str, value: float) -> bool:
+    """Whether ``value`` lies in the setting ``name``'s range (BOUNDS)."""
+    return BOUNDS[name].holds(value)
+
+
+def in_order(lower: str, upper: str, values: Mapping[str, float]) -> bool:
+    """Whether two settings keep their order (ORDER): below, or at most when not strict."""
+    strict = ORDER[(lower, upper)]
+    return values[lower] < values[upper] if strict else values[lower] <= values[upper]
+
+
+def check(name: str, value: float) -> None:
+    """``PolicyError`` naming the setting unless ``value`` is within its bound."""
+    if not within(name, value):
+        raise PolicyError(name, BOUNDS[name].text())
+
+
 @dataclass(frozen=True)
 class Watermarks:
     """Capacity and the two watermarks, as fractions of capacity, and the
@@ -49,18 +136,18 @@ class Watermarks:
     age_low: float | None = None
 
     def __post_init__(self) -> None:
-        if self.capacity < 1:
-            raise PolicyError("capacity", "must be at least 1")
-        if not 0 < self.high <= 1:
-            raise PolicyError("high_watermark", "must be in (0, 1]")
-        if not 0 <= self.low < self.high:
+        check("capacity", self.capacity)
+        check("high_watermark", self.high)
+        marks = {"low_watermark": self.low, "high_watermark": self.high}
+        if not (within("low_watermark", self.low) and in_order("low_watermark", "high_watermark", marks)):
             raise PolicyError("low_watermark", "must be at least 0 and below the high watermark")
         if (self.age_high is None) != (self.age_low is None):
             raise PolicyError("age_low_minutes", "give the age watermark's high and low together, or neither")
         if self.age_high is not None and self.age_low is not None:
-            if not (math.isfinite(self.age_high) and self.age_high > 0):
+            if not within("age_high_minutes", self.age_high):
                 raise PolicyError("age_high_minutes", "must be a number of minutes above 0")
-            if not 0 <= self.age_low < self.age_high:
+            ages = {"age_low_minutes": self.age_low, "age_high_minutes": self.age_high}
+            if not (within("age_low_minutes", self.age_low) and in_order("age_low_minutes", "age_high_minutes", ages)):
                 raise PolicyError("age_low_minutes", "must be at least 0 and below age_high_minutes")
 
     @property
@@ -204,11 +291,16 @@ class TunerConfig:
     max_steps: int = 15
 
     def __post_init__(self) -> None:
-        if self.window < 1:
-            raise PolicyError("tuner_window", "must be at least 1")
-        if not 0 <= self.approve_low < self.approve_high <= 1:
+        check("tuner_window", self.window)
+        rates = {"approve_low": self.approve_low, "approve_high": self.approve_high}
+        if not (
+            within("approve_low", self.approve_low)
+            and within("approve_high", self.approve_high)
+            and in_order("approve_low", "approve_high", rates)
+        ):
             raise PolicyError("approve_low", "must satisfy 0 <= low < high <= 1")
-        if not 1 <= self.min_steps <= self.max_steps:
+        steps = {"min_step_limit": self.min_steps, "max_step_limit": self.max_steps}
+        if not (within("min_step_limit", self.min_steps) and in_order("min_step_limit", "max_step_limit", steps)):
             raise PolicyError("min_step_limit", "must satisfy 1 <= min <= max")
 
     def clamp(self, steps: int) -> int:
@@ -495,8 +587,7 @@ def selected_for_double_review(item_key: int, rate: float) -> bool:
     """Whether an item gets a second, blind review: a share ``rate`` of items,
     chosen by a hash of the item's key, so the choice is the same however
     often it is asked and no reviewer can steer it."""
-    if not 0 <= rate <= 1:
-        raise PolicyError("double_review_rate", "must be in [0, 1]")
+    check("double_review_rate", rate)
     digest = hashlib.blake2b(f"double-review:{item_key}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2**64 < rate
 
@@ -510,6 +601,29 @@ def settled_decision(decisions: Sequence[str]) -> str | None:
     counts = Counter(decisions)
     agreed = [decision for decision, n in counts.items() if n >= 2]
     return agreed[0] if agreed else None
+
+
+# Decision categories: what two answers must share to agree. An edit approves
+# the output as the reviewer corrected it, so it is an approval here; the
+# tuner, which asks about the output as the loop produced it, counts only
+# "approve" (ARCHITECTURE.md, "Edit and send back").
+APPROVE, REJECT, SEND_BACK = "approve", "reject", "send_back"
+DECISION_CATEGORIES: Mapping[str, str] = {
+    "approve": APPROVE,
+    "edit": APPROVE,
+    "reject": REJECT,
+    "send_back": SEND_BACK,
+}
+
+
+def decision_category(decision: str) -> str | None:
+    """approve (as it is, or edited), reject or send back; None for anything else."""
+    return DECISION_CATEGORIES.get(decision)
+
+
+def counts_as_approval(decision: str) -> bool:
+    """Whether the output was accepted: as it was, or as the reviewer corrected it."""
+    return decision_category(decision) == APPROVE
 
 
 def gold_flagged(correct: int, answers: int, min_accuracy: float, min_answers: int) -> bool:
@@ -552,8 +666,7 @@ def proposed_filter_rules(label_counts: Mapping[str, int], threshold: int, alrea
 
 def sample_for_audit(rng: random.Random, rate: float) -> bool:
     """Whether an auto-passed grey-zone output is sampled into the queue (rule 2)."""
-    if not 0 <= rate <= 1:
-        raise PolicyError("sampling_rate", "must be in [0, 1]")
+    check("sampling_rate", rate)
     return rng.random() < rate
 
 

@@ -15,6 +15,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
+from reviewqueue import task_names
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("REVIEWQUEUE_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -306,15 +308,15 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 4, "interval_start": 0.25, "i
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE = {
-    "sample-queue-depth": {"task": "reviewqueue.tasks.sample_depth", "schedule": timedelta(seconds=10)},
-    "resubmit-stale-runs": {"task": "reviewqueue.tasks.resubmit_stale_runs", "schedule": timedelta(seconds=60)},
-    "expire-leases": {"task": "reviewqueue.tasks.expire_leases", "schedule": timedelta(seconds=15)},
+    "sample-queue-depth": {"task": task_names.SAMPLE_DEPTH, "schedule": timedelta(seconds=10)},
+    "resubmit-stale-runs": {"task": task_names.RESUBMIT_STALE_RUNS, "schedule": timedelta(seconds=60)},
+    "expire-leases": {"task": task_names.EXPIRE_LEASES, "schedule": timedelta(seconds=15)},
     # Webhook events whose announcement was lost, or whose retry is due.
-    "sweep-webhooks": {"task": "reviewqueue.tasks.webhooks.sweep", "schedule": timedelta(seconds=5)},
+    "sweep-webhooks": {"task": task_names.SWEEP_WEBHOOKS, "schedule": timedelta(seconds=5)},
     # The reviewers' error rates, for the noise-aware tuner and the quality page.
-    "estimate-reliability": {"task": "reviewqueue.tasks.estimate_reliability", "schedule": timedelta(seconds=60)},
+    "estimate-reliability": {"task": task_names.ESTIMATE_RELIABILITY, "schedule": timedelta(seconds=60)},
     # Alert conditions (SLA, age, deliveries, sandbox, paused reviewers); mode changes also trigger it.
-    "evaluate-alerts": {"task": "reviewqueue.tasks.evaluate_alerts", "schedule": timedelta(seconds=30)},
+    "evaluate-alerts": {"task": task_names.EVALUATE_ALERTS, "schedule": timedelta(seconds=30)},
 }
 # An alert recovers only after its condition has not held for this long, and a
 # new episode fires no sooner after a recovery: a flapping queue sends at most

@@ -303,6 +303,13 @@ class GatePreview:
     examples: list[tuple[int, str, str]]  # (item id, task id, the gate's reason)
 
 
+def known_gate(gate: str) -> bool:
+    """Whether the loops implement ``gate`` (a rule may name one since removed)."""
+    from loops.gates import GATES
+
+    return gate in GATES
+
+
 def gate_preview(
     gate: str, limit: int = GATE_PREVIEW_ITEMS, examples: int = 5, *, queue: QueueRef = None
 ) -> GatePreview:

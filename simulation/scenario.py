@@ -221,17 +221,35 @@ def _coerce(name: str, default: Any, value: Any) -> Any:
     raise ValueError(f"{name}: expected {type(default).__name__}, got {value!r}")
 
 
-PRESETS: dict[str, Scenario] = {
-    "A": Scenario(production_per_min=2.0, review_per_min=3.0),
-    "B": Scenario(production_per_min=5.0, review_per_min=3.0),
-    "C": Scenario(production_per_min=2.0, review_per_min=3.0, burst_prob=0.045),
-    "D": Scenario(production_per_min=2.0, review_per_min=1.0),
+@dataclass(frozen=True)
+class Preset:
+    """A named scenario and what it asks, for the what-if page and the CLI's
+    help: one entry, so no preset exists without its description."""
+
+    scenario: Scenario
+    description: str
+
+
+PRESET_CATALOGUE: dict[str, Preset] = {
+    "A": Preset(
+        Scenario(production_per_min=2.0, review_per_min=3.0),
+        "Steady: 2 outputs/min against 3 decisions/min (ratio 0.67). Review keeps up; nothing should be lost.",
+    ),
+    "B": Preset(
+        Scenario(production_per_min=5.0, review_per_min=3.0),
+        "Overload: 5 outputs/min against 3 decisions/min (ratio 1.67). The queue fills and sheds.",
+    ),
+    "C": Preset(
+        Scenario(production_per_min=2.0, review_per_min=3.0, burst_prob=0.045),
+        "Bursty: as A, with bursts three times as often. Review keeps up on average; bursts test the headroom.",
+    ),
+    "D": Preset(
+        Scenario(production_per_min=2.0, review_per_min=1.0),
+        "Under-staffed: 2 outputs/min against 1 decision/min (ratio 2). Overflows whatever the design.",
+    ),
 }
 
-# What each preset asks, for the what-if page and the CLI's help.
-PRESET_DESCRIPTIONS: dict[str, str] = {
-    "A": "Steady: 2 outputs/min against 3 decisions/min (ratio 0.67). Review keeps up; nothing should be lost.",
-    "B": "Overload: 5 outputs/min against 3 decisions/min (ratio 1.67). The queue fills and sheds.",
-    "C": "Bursty: as A, with bursts three times as often. Review keeps up on average; bursts test the headroom.",
-    "D": "Under-staffed: 2 outputs/min against 1 decision/min (ratio 2). Overflows whatever the design.",
-}
+# Views of the catalogue: the scenarios alone (the CLI, the figures, the
+# studies) and the descriptions alone.
+PRESETS: dict[str, Scenario] = {name: preset.scenario for name, preset in PRESET_CATALOGUE.items()}
+PRESET_DESCRIPTIONS: dict[str, str] = {name: preset.description for name, preset in PRESET_CATALOGUE.items()}

@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from .. import policy
+from .. import policy, task_names
 from ..models import DepthSample, ModeChange, Queue, ReviewItem
 
 log = logging.getLogger("reviewqueue.services")
@@ -66,7 +66,6 @@ def set_state(queue: Queue, mode: policy.Mode, depth: int, now: datetime) -> Non
         queue.save(update_fields=["mode", "depth", "updated_at"])
 
 
-ALERTS_TASK = "reviewqueue.tasks.evaluate_alerts"
 # A mode change's evaluation that waited this long is dropped unrun: the
 # beat's evaluation (every 30 s) has seen the change by then.
 ALERTS_TASK_EXPIRES_SECONDS = 60
@@ -79,7 +78,7 @@ def announce_mode_change(queue_pk: int) -> None:
 
     try:
         current_app.send_task(
-            ALERTS_TASK,
+            task_names.EVALUATE_ALERTS,
             kwargs={"queue_id": queue_pk},
             ignore_result=True,
             retry=False,

@@ -26,12 +26,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from .. import task_names
 from ..models import EventType, LoopRun, ReviewItem, Verdict, WebhookDelivery
 from .finality import final_at
 
 log = logging.getLogger("reviewqueue.webhooks")
-
-DELIVER_TASK = "reviewqueue.tasks.webhooks.deliver"
 
 
 def new_event_id() -> str:
@@ -104,7 +103,9 @@ def announce(delivery_pk: int, countdown: float | None = None) -> None:
 
     options = {"countdown": countdown} if countdown else {}
     try:
-        current_app.send_task(DELIVER_TASK, args=[delivery_pk], ignore_result=True, retry=False, **options)
+        current_app.send_task(
+            task_names.DELIVER_WEBHOOK, args=[delivery_pk], ignore_result=True, retry=False, **options
+        )
     except Exception as exc:  # noqa: BLE001 - any broker failure; the sweep resends
         log.warning("webhook announcement failed", extra={"delivery": delivery_pk, "error": str(exc)[:200]})
 

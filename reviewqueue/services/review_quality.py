@@ -76,15 +76,14 @@ log = logging.getLogger("reviewqueue.services")
 # How much history a re-estimate of reviewer reliability reads at most.
 RELIABILITY_HISTORY = 5_000
 
-# Decision categories: what two answers must share to agree.
-APPROVE, REJECT, SEND_BACK = "approve", "reject", "send_back"
+# Decision categories: what two answers must share to agree (policy.decision_category).
+APPROVE, REJECT, SEND_BACK = policy.APPROVE, policy.REJECT, policy.SEND_BACK
 
 
 def category(decision: str) -> str:
-    """approve (as it is, or edited), reject, or send back."""
-    if decision in (Verdict.Decision.APPROVE, Verdict.Decision.EDIT):
-        return APPROVE
-    return REJECT if decision == Verdict.Decision.REJECT else SEND_BACK
+    """approve (as it is, or edited), reject, or send back; the service's
+    answers are always one of the four decisions."""
+    return policy.decision_category(decision) or SEND_BACK
 
 
 @dataclass(frozen=True)

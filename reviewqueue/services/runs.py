@@ -4,7 +4,7 @@ the loop did (auto-passed, sampled for audit, admitted, or failed).
 The Celery tasks in ``reviewqueue.tasks`` are thin entry points into this
 module; it never imports them. It publishes ``run_loop`` by looking the task
 up by its stable registered name in the current Celery app's registry
-(``RUN_LOOP_TASK``), so there is no import cycle between services and tasks.
+(``task_names.RUN_LOOP``), so there is no import cycle between services and tasks.
 The registry holds the same task object that ``reviewqueue.tasks.loops``
 defines (the app config imports the tasks package whenever Django starts), so
 eager mode, routes, the publish retry policy and a test's patch of
@@ -39,6 +39,7 @@ from django.utils import timezone
 
 from reviewqueue import policy
 
+from .. import task_names
 from ..models import LoopRun, Queue, ReviewItem
 from . import outbox, routing
 from .admission import admit, enabled_gates
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from loops.hints import Resume
     from loops.result import LoopResult
     from loops.runner import LoopConfig
+    from loops.sandbox import Status as SandboxStatus
     from loops.spec import Task
 
 # The logger keeps the name these records have always had: log queries and
@@ -58,7 +60,6 @@ log = logging.getLogger("reviewqueue.tasks")
 
 # The registered name of the Celery task that runs one loop; queued messages,
 # routes and worker tests refer to it, so it never changes.
-RUN_LOOP_TASK = "reviewqueue.tasks.run_loop"
 
 # A producer waits only briefly for a broker that is down (Celery's publish
 # retry policy, task_publish_retry_policy). After that submit_loop raises
@@ -150,6 +151,14 @@ def submit_run(
     return run, created
 
 
+def sandbox_status() -> SandboxStatus:
+    """Whether red lines run in bubblewrap here, probed once per process: the
+    API refuses tasks with checks without it, and the dashboard shows it."""
+    from loops import sandbox
+
+    return sandbox.status()
+
+
 def _parse_task(task: dict[str, Any]) -> Task:
     """The task spec from a message or a request, its text made storable; raises TaskError."""
     # Imported here, not at the top: the loop engine stays unloaded in
@@ -189,7 +198,7 @@ def _record_run(
 
 def _run_loop_task() -> CeleryTask:
     """The registered run_loop task, found by name (see the module docstring)."""
-    return current_app.tasks[RUN_LOOP_TASK]
+    return current_app.tasks[task_names.RUN_LOOP]
 
 
 def _publish(kwargs: dict[str, Any], *, resend: bool) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
+from .. import task_names
 from ..services import runs
 
 __all__ = ["RETRYABLE", "resubmit_stale_runs", "run_loop"]
@@ -17,7 +18,7 @@ RETRYABLE = (OperationalError, InterfaceError)
 
 
 @shared_task(
-    name=runs.RUN_LOOP_TASK,
+    name=task_names.RUN_LOOP,
     acks_late=True,
     reject_on_worker_lost=True,
     autoretry_for=RETRYABLE,
@@ -42,7 +43,7 @@ def run_loop(
     return runs.execute_run(task=task, run_id=run_id, agent=agent, agent_options=agent_options, producer=producer)
 
 
-@shared_task(name="reviewqueue.tasks.resubmit_stale_runs")
+@shared_task(name=task_names.RESUBMIT_STALE_RUNS)
 def resubmit_stale_runs() -> int:
     """Send again every run whose message was lost with a killed worker
     (services.runs.resubmit_stale_runs). Safe to repeat: run_loop is

@@ -8,12 +8,13 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
+from .. import task_names
 from ..services import alerts, depth, leases, review_quality, simulations
 
 __all__ = ["estimate_reliability", "evaluate_alerts", "expire_leases", "run_simulation", "sample_depth"]
 
 
-@shared_task(name="reviewqueue.tasks.sample_depth", ignore_result=True, soft_time_limit=30, time_limit=60)
+@shared_task(name=task_names.SAMPLE_DEPTH, ignore_result=True, soft_time_limit=30, time_limit=60)
 def sample_depth() -> int:
     """Record one depth sample and prune samples past retention.
 
@@ -23,7 +24,7 @@ def sample_depth() -> int:
     return depth.record_depth_sample(now=timezone.now())
 
 
-@shared_task(name="reviewqueue.tasks.expire_leases", ignore_result=True, soft_time_limit=30, time_limit=60)
+@shared_task(name=task_names.EXPIRE_LEASES, ignore_result=True, soft_time_limit=30, time_limit=60)
 def expire_leases() -> int:
     """Put items whose lease ran out back in the queue (services.leases.expire_leases).
 
@@ -34,7 +35,7 @@ def expire_leases() -> int:
     return leases.expire_leases(now=timezone.now())
 
 
-@shared_task(name="reviewqueue.tasks.estimate_reliability", ignore_result=True, soft_time_limit=50, time_limit=60)
+@shared_task(name=task_names.ESTIMATE_RELIABILITY, ignore_result=True, soft_time_limit=50, time_limit=60)
 def estimate_reliability() -> float:
     """Re-estimate the reviewers' error rates from gold answers and double
     reviews (services.review_quality.reestimate), for the noise-aware tuner and the
@@ -43,7 +44,7 @@ def estimate_reliability() -> float:
 
 
 @shared_task(
-    name="reviewqueue.tasks.run_simulation",
+    name=task_names.RUN_SIMULATION,
     ignore_result=True,
     acks_late=True,
     soft_time_limit=simulations.SIMULATION_TIME_LIMIT - 60,
@@ -54,7 +55,7 @@ def run_simulation(run_id: int) -> str:
     return simulations.execute_simulation(run_id)
 
 
-@shared_task(name="reviewqueue.tasks.evaluate_alerts", ignore_result=True, soft_time_limit=50, time_limit=60)
+@shared_task(name=task_names.EVALUATE_ALERTS, ignore_result=True, soft_time_limit=50, time_limit=60)
 def evaluate_alerts(queue_id: int | None = None) -> int:
     """Look at the alert conditions (one queue's, after its mode changed; all
     on the beat) and send what fired or recovered (services.alerts). Safe to

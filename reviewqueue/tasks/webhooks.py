@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from .. import webhooks
+from .. import task_names, webhooks
 
 __all__ = ["deliver", "sweep"]
 
 
 @shared_task(
-    name="reviewqueue.tasks.webhooks.deliver",
+    name=task_names.DELIVER_WEBHOOK,
     ignore_result=True,
     acks_late=True,
     soft_time_limit=60,
@@ -30,7 +30,7 @@ def deliver(delivery_pk: int) -> str:
     return webhooks.deliver(int(delivery_pk))
 
 
-@shared_task(name="reviewqueue.tasks.webhooks.sweep", ignore_result=True, soft_time_limit=30, time_limit=60)
+@shared_task(name=task_names.SWEEP_WEBHOOKS, ignore_result=True, soft_time_limit=30, time_limit=60)
 def sweep() -> int:
     """Announce due deliveries (bounded per run and per receiver); returns how many."""
     return webhooks.sweep()

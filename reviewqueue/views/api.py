@@ -26,6 +26,7 @@ from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailab
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
 from ..services import routing
 from ..services.finality import is_final
+from ..services.runs import BrokerUnavailable, sandbox_status, submit_run
 from ..tokens import token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
@@ -327,10 +328,6 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     run_id returns the existing run (200) and starts nothing; of concurrent
     calls with one run_id exactly one answers 201. Run ids are this
     producer's own."""
-    from loops.spec import TaskError
-
-    from ..services.runs import BrokerUnavailable, submit_run
-
     token = _token(request, ApiToken.Scope.TASKS)
     producer = producer_of(token)
     callback_url = callback_url_for(token, payload.callback_url)
@@ -351,7 +348,7 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
             callback_url=callback_url,
             queue=payload.queue,
         )
-    except (TaskError, TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:  # a task spec's TaskError is a ValueError
         raise services.InvalidInput("task", str(exc)) from None
     except BrokerUnavailable:
         # The run is stored; repeating the request with its run_id sends it
@@ -373,11 +370,9 @@ def _unsandboxed_checks(task: Any) -> JsonResponse | None:
     """Fail closed: a producer's hidden checks are untrusted code and run only
     in the red line's sandbox. Where it cannot run (or REDLINE_SANDBOX=none),
     tasks with checks are refused before anything is stored."""
-    from loops import sandbox
-
     if not (isinstance(task, dict) and task.get("checks")):
         return None
-    status = sandbox.status()
+    status = sandbox_status()
     if status.sandboxed:
         return None
     return JsonResponse(

@@ -21,9 +21,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from loops import sandbox as redline_sandbox
-from loops.gates import GATES
-
 from .. import services, stats
 from ..access import operator_required
 from ..charts import Chart, HLine, Line, PairChart, PairRow, build_chart, build_pair_chart, watermark_marks
@@ -41,6 +38,7 @@ from ..forms import (
 )
 from ..models import FilterRule, PolicyAudit, Queue, ReasonLabel, SimulationRun, Verdict
 from ..policy import FILTER_GATES
+from ..services.runs import sandbox_status
 from ..services.simulations import ADD_QUEUE_KIND, execute_simulation
 from ..tasks.periodic import run_simulation
 from .http import HtmxHttpRequest
@@ -158,7 +156,7 @@ def dashboard_context(queue: Queue) -> dict[str, Any]:
         "breaker": stats.breaker_log(queue=queue)[:20],
         "failing_endpoints": stats.failing_endpoints(now=now),
         # Probed once per process: whether red lines run in bubblewrap here.
-        "redline": redline_sandbox.status(),
+        "redline": sandbox_status(),
         "quality": dashboard_summary(),
         **rules_context(queue),
     }
@@ -206,7 +204,7 @@ RULE_ACTIONS = {"enable": FilterRule.Status.ENABLED, "dismiss": FilterRule.Statu
 def rule_preview(request: HttpRequest, rule_id: int) -> HttpResponse:
     """Before a rule is enabled: what its gate would have filtered from the newest items."""
     rule = get_object_or_404(FilterRule.objects.select_related("queue"), pk=rule_id)
-    known = rule.gate in GATES
+    known = stats.known_gate(rule.gate)
     preview = (
         stats.gate_preview(rule.gate, queue=rule.queue) if known and rule.status != FilterRule.Status.ENABLED else None
     )
@@ -292,14 +290,14 @@ def live_initial(window_key: str, queue: Queue) -> tuple[dict[str, Any], stats.R
 
 def whatif_page_context(form: WhatIfForm, live_form: LiveWindowForm, queue: Queue) -> dict[str, Any]:
     """What the what-if page always shows: the forms, the presets, the queue's latest runs."""
-    from simulation import PRESET_DESCRIPTIONS, PRESETS
+    from simulation import PRESET_CATALOGUE
 
     return {
         **scope_context(queue),
         "form": form,
         "live_form": live_form,
-        "presets": sorted(PRESETS),
-        "preset_descriptions": sorted(PRESET_DESCRIPTIONS.items()),
+        "presets": sorted(PRESET_CATALOGUE),
+        "preset_descriptions": [(name, preset.description) for name, preset in sorted(PRESET_CATALOGUE.items())],
         # A single queue's runs; "add a queue" runs have their own page. (A run
         # without a kind has no "kind" key, which a plain exclude would drop too.)
         "runs": SimulationRun.objects.filter(queue=queue)
@@ -362,14 +360,14 @@ def whatif_run(request: HtmxHttpRequest, queue: Queue) -> HttpResponse:
 
 def preset_of(scenario: dict[str, Any]) -> str | None:
     """The preset a stored scenario is, if it is one unchanged."""
-    from simulation import PRESETS
+    from simulation import PRESET_CATALOGUE
 
-    return next((name for name, preset in PRESETS.items() if preset.to_dict() == scenario), None)
+    return next((name for name, preset in PRESET_CATALOGUE.items() if preset.scenario.to_dict() == scenario), None)
 
 
 def result_context(run: SimulationRun) -> dict[str, Any]:
     """What a finished (or running) simulation shows: numbers, chart, ratio rule."""
-    from simulation import PRESET_DESCRIPTIONS
+    from simulation import PRESET_CATALOGUE
 
     if run.params.get("kind") == ADD_QUEUE_KIND:
         return added_result_context(run)
@@ -380,7 +378,7 @@ def result_context(run: SimulationRun) -> dict[str, Any]:
         **scope_context(run.queue, switch_here=False),
         "run": run,
         "scenario": scenario,
-        "preset_description": f"Preset {preset}. {PRESET_DESCRIPTIONS[preset]}" if preset else "",
+        "preset_description": f"Preset {preset}. {PRESET_CATALOGUE[preset].description}" if preset else "",
     }
     if run.status != SimulationRun.Status.DONE or not run.result:
         return ctx

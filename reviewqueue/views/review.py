@@ -420,7 +420,13 @@ def decide(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     except services.InvalidInput as exc:
         if exc.field == "edited_output":
             return _invalid_panel(request, item_id, CardState(item=None, panel="edit", edited_output=edited), exc)
-        return _invalid(request, item_id, "A rejection needs a reason: pick one of the five labels.", note, "")
+        return _invalid(
+            request,
+            item_id,
+            f"A rejection needs a reason: pick one of the {len(ReasonLabel.choices)} labels.",
+            note,
+            "",
+        )
     decided = time.perf_counter()
     state = _claim_next(request, [] if said is None else [said])
     if said is None:  # the lease ran out: what to say depends on the item handed out now

@@ -17,7 +17,9 @@
   var HOLD_MS = 150;
   var STATUS_MS = 8000;
   // Keys that act on the item shown; ignored while the page is not ready.
-  var ACTION_KEYS = /^([arsuneb1-5]|Enter)$/;
+  // The reason labels' number keys (1 to how many labels the page renders,
+  // data-reason-labels) are action keys too: see isActionKey.
+  var ACTION_KEYS = /^([arsuneb]|Enter)$/;
   // Of those, the ones that may still act during the hold: they concern the
   // previous item (undo) or no item (next).
   var HOLD_ALLOWS = /^[un]$/;
@@ -33,6 +35,20 @@
 
   function $(selector) {
     return document.querySelector(selector);
+  }
+
+  // How many reason labels the page offers, as the server rendered them.
+  function reasonLabelCount() {
+    var layout = document.getElementById("review");
+    return layout ? parseInt(layout.getAttribute("data-reason-labels"), 10) || 0 : 0;
+  }
+
+  function isLabelKey(key) {
+    return /^\d$/.test(key) && Number(key) >= 1 && Number(key) <= reasonLabelCount();
+  }
+
+  function isActionKey(key) {
+    return ACTION_KEYS.test(key) || isLabelKey(key);
   }
 
   function card() {
@@ -170,12 +186,12 @@
     var key = event.key;
     // A focused link or button does what it says: Enter follows or presses it.
     if (key === "Enter" && !enterIsVerdict(event.target)) return;
-    if (ACTION_KEYS.test(key) && !acceptsKey(key)) {
+    if (isActionKey(key) && !acceptsKey(key)) {
       event.preventDefault();
       ignoreKey(key);
       return;
     }
-    if (ACTION_KEYS.test(key)) clearKeyStatus();
+    if (isActionKey(key)) clearKeyStatus();
     if (key === "Enter") {
       if (submitArmed()) {
         event.preventDefault();
@@ -188,7 +204,7 @@
     var handled = true;
     if (key === "a") arm("approve");
     else if (key === "r") arm("reject");
-    else if (/^[1-5]$/.test(key)) pickLabel(key);
+    else if (isLabelKey(key)) pickLabel(key);
     else if (key === "e") openPanel("edit-panel");
     else if (key === "b") openPanel("send-back-panel");
     else if (key === "s") clickIfPresent("skip-button");

@@ -21,7 +21,7 @@ from django.utils import timezone
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
-from reviewqueue import agreement
+from reviewqueue import agreement, policy
 from reviewqueue.models import GoldItem, Judgement, Queue, ReviewerStanding, ReviewItem, Verdict
 from reviewqueue.tokens import issue_token
 
@@ -473,6 +473,6 @@ def _categories(a: Any, b: Any) -> tuple[list[str], list[str]]:
     rows = Judgement.objects.filter(kind=Judgement.Kind.REVIEW).order_by("item_id", "round")
     by_item: dict[int, dict[int, str]] = {}
     for j in rows:
-        by_item.setdefault(j.item_id, {})[j.reviewer_id] = agreement.DECISION_CATEGORY[j.decision]
+        by_item.setdefault(j.item_id, {})[j.reviewer_id] = policy.DECISION_CATEGORIES[j.decision]
     shared = [answers for answers in by_item.values() if a.pk in answers and b.pk in answers]
     return [s[a.pk] for s in shared], [s[b.pk] for s in shared]
