@@ -148,10 +148,13 @@ def searched(rows: QuerySet[ReviewItem], q: str) -> QuerySet[ReviewItem]:
     return rows.filter(Q(task_description__icontains=q) | Q(final_output__icontains=q))
 
 
-def page_of(rows: QuerySet[ReviewItem], after: str = "", size: int = PAGE_SIZE) -> tuple[list[ReviewItem], str | None]:
+def page_of(
+    rows: QuerySet[ReviewItem], after: str = "", size: int | None = None
+) -> tuple[list[ReviewItem], str | None]:
     """The ``size`` newest rows older than the cursor ``after`` and the
     cursor of the next page (None on the last). One statement: it reads
     ``size + 1`` rows to know whether another page follows."""
+    size = size or PAGE_SIZE
     if after:
         at, pk = decode_cursor(after)
         rows = rows.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=pk))
@@ -161,7 +164,7 @@ def page_of(rows: QuerySet[ReviewItem], after: str = "", size: int = PAGE_SIZE) 
     return found, encode_cursor(found[-1]) if more and found else None
 
 
-def operator_items(filters: ItemFilter, *, after: str = "", size: int = PAGE_SIZE) -> Page:
+def operator_items(filters: ItemFilter, *, after: str = "", size: int | None = None) -> Page:
     """Every queue's items (gold copies aside), for operators."""
     rows = matching(ReviewItem.objects.all(), filters).select_related("queue", "verdict")
     items, cursor = page_of(rows, after, size)
@@ -173,7 +176,7 @@ VERDICT_STATUSES = (ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED, Revi
 
 
 def producer_items(
-    producer: str, filters: ItemFilter, *, after: str = "", size: int = PAGE_SIZE, now: datetime | None = None
+    producer: str, filters: ItemFilter, *, after: str = "", size: int | None = None, now: datetime | None = None
 ) -> Page:
     """A producer's own items, nobody else's (``GET /api/items``). A verdict
     still inside its undo window is not told: such an item matches what the
@@ -216,7 +219,7 @@ def answered_by(reviewer: AbstractBaseUser, filters: ItemFilter) -> QuerySet[Rev
 
 
 def reviewer_history(
-    reviewer: AbstractBaseUser, filters: ItemFilter, *, after: str = "", size: int = PAGE_SIZE
+    reviewer: AbstractBaseUser, filters: ItemFilter, *, after: str = "", size: int | None = None
 ) -> Page:
     """A reviewer's answered items, newest first, each with the reviewer's
     own answer as ``mine`` (a Verdict or a Judgement) and nothing else of

@@ -36,9 +36,7 @@ def test_keyset_pages_cover_every_item_once_even_when_timestamps_tie(admit_item:
     items = [admit_item().item for _ in range(7)]
     same = timezone.now() - timedelta(minutes=1)
     ReviewItem.objects.filter(pk__in=[i.pk for i in items[1:5]]).update(created_at=same)
-    expected = list(
-        ReviewItem.objects.order_by("-created_at", "-pk").values_list("pk", flat=True)
-    )
+    expected = list(ReviewItem.objects.order_by("-created_at", "-pk").values_list("pk", flat=True))
     assert _all_pages(ItemFilter(), size=2) == expected
     assert _all_pages(ItemFilter(), size=3) == expected
 
