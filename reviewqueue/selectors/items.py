@@ -144,7 +144,7 @@ def searched(rows: QuerySet[ReviewItem], q: str) -> QuerySet[ReviewItem]:
         return rows
     if searching_in_full_text():
         vector = SearchVector(*SEARCH_FIELDS, config=SEARCH_CONFIG)
-        return rows.annotate(search=vector).filter(search=SearchQuery(q, config=SEARCH_CONFIG, search_type="websearch"))
+        return rows.alias(search=vector).filter(search=SearchQuery(q, config=SEARCH_CONFIG, search_type="websearch"))
     return rows.filter(Q(task_description__icontains=q) | Q(final_output__icontains=q))
 
 
