@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -280,7 +280,15 @@ def timeline(item: ReviewItem) -> list[Event]:
     events.extend(_deliveries(item))
     for later in item.next_versions.order_by("pk"):
         events.append(Event(later.created_at, "version", f"Version {later.version} admitted as #{later.pk}", later.pk))
-    return sorted(events, key=lambda event: (event.at is None, event.at or timezone.now()))
+    return sorted(events, key=_when)
+
+
+def _when(event: Event) -> tuple[int, datetime]:
+    """Oldest first; an undated line about an earlier version leads, other
+    undated lines (counts) close the list."""
+    if event.at is not None:
+        return 1, event.at
+    return (0 if event.kind == "version" else 2), datetime.min.replace(tzinfo=UTC)
 
 
 def _admission(item: ReviewItem) -> list[Event]:
