@@ -157,7 +157,9 @@ def page_of(
     size = size or PAGE_SIZE
     if after:
         at, pk = decode_cursor(after)
-        rows = rows.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=pk))
+        # (created_at, id) < (at, pk), spelt so the first term is an index
+        # condition: the scan starts at the cursor, not at the newest row.
+        rows = rows.filter(created_at__lte=at).filter(Q(created_at__lt=at) | Q(pk__lt=pk))
     found = list(rows.order_by("-created_at", "-pk")[: size + 1])
     more = len(found) > size
     found = found[:size]
