@@ -92,13 +92,19 @@ class BulkActionForm(forms.Form):
     the operator confirmed; absent, the server only counts."""
 
     ACTIONS = [
-        ("requeue", "Requeue (shed items and lapsed leases back to waiting)"),
-        ("reject", "Reject with a reason label"),
+        ("requeue", "Requeue"),
+        ("reject", "Reject with a label"),
         ("move", "Move to another queue"),
-        ("expire", "Expire (take out of the queue, as shed)"),
+        ("expire", "Expire"),
     ]
+    # What the confirmation says will happen to the items.
+    DONE = {"requeue": "requeued", "reject": "rejected", "move": "moved", "expire": "expired"}
 
-    action = forms.ChoiceField(choices=ACTIONS, label="Action")
+    action = forms.ChoiceField(
+        choices=ACTIONS,
+        label="Action",
+        help_text="Requeue puts shed items and lapsed leases back to waiting; expire takes waiting items out, as shed.",
+    )
     reason_label = forms.ChoiceField(required=False, choices=_blank(ReasonLabel.choices, "choose"), label="Label")
     target = forms.ChoiceField(required=False, label="Move to")
     seen = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)

@@ -136,7 +136,7 @@ def _bulk_context(
         "form": form,
         "count": count,
         "action": action,
-        "action_words": dict(BulkActionForm.ACTIONS).get(action, ""),
+        "action_words": BulkActionForm.DONE.get(action, ""),
         "filters": [(name, request.POST.get(name, "")) for name in FILTER_NAMES if request.POST.get(name)],
         "filter_query": _query(request.POST),
         "limit": bulk.BULK_LIMIT,

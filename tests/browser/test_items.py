@@ -63,7 +63,7 @@ def test_an_operator_searches_opens_the_timeline_and_expires_by_filter(
     page.go_back()
     page.select_option("#id_action", "expire")
     page.locator("#bulk-form button[type=submit]").click()
-    expect(page.locator("#bulk-count")).to_contain_text("2 items")
+    expect(page.locator("#bulk-count")).to_contain_text("2 items will be expired")
     _no_overflow(page, f"bulk confirm at {width}")
     page.screenshot(path=str(artifacts / f"ops-items-bulk-{width}.png"), full_page=True)
     page.locator("#bulk-confirm button").click()
