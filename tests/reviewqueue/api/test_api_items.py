@@ -73,3 +73,8 @@ def test_it_needs_a_token_with_a_read_scope(client: Client, headers: Any) -> Non
     refused = client.get("/api/items", headers=headers["m"])
     assert refused.status_code == 403 and refused.json()["missing_scope"] == "outputs or tasks"
     assert client.get("/api/items", headers=headers["b"]).status_code == 200
+
+
+def test_a_nul_byte_is_a_400_not_a_server_error(client: Client, headers: Any) -> None:
+    assert client.get("/api/items", {"q": "a\x00b"}, headers=headers["a"]).status_code == 400
+    assert client.get("/api/stats", {"queue": "a\x00b"}, headers=headers["a"]).status_code == 400
