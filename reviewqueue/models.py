@@ -559,6 +559,11 @@ class ReviewItem(models.Model):
                 name="queue_verdicts_by_time",
                 condition=Q(status__in=["approved", "rejected", "sent_back"]),
             ),
+            # The item list's keyset pages, newest first (selectors.items.page_of):
+            # all items, one queue's, one producer's (GET /api/items).
+            models.Index(fields=["created_at", "id"], name="item_keyset"),
+            models.Index(fields=["queue", "created_at", "id"], name="item_queue_keyset"),
+            models.Index(fields=["producer", "created_at", "id"], name="item_producer_keyset"),
             # The audit share reads the newest decided sampled auto-passes only.
             models.Index(
                 fields=["-decided_at"],

@@ -7,7 +7,7 @@ redirects and tests reverse, so a path can change here without touching them.
 from django.contrib import admin
 from django.urls import include, path
 
-from .views import alerts, api, auth, deliveries, metrics, oidc, ops, quality, queues, review
+from .views import alerts, api, api_items, auth, deliveries, items, metrics, oidc, ops, quality, queues, review
 
 review_urls = (
     [
@@ -20,6 +20,7 @@ review_urls = (
         path("<int:item_id>/send-back/", review.send_back, name="send_back"),
         path("<int:item_id>/skip/", review.skip, name="skip"),
         path("<int:item_id>/renew/", review.renew, name="renew"),
+        path("history/", items.history, name="history"),
     ],
     "review",
 )
@@ -39,6 +40,9 @@ ops_urls = (
         path("whatif/<int:run_id>/", ops.whatif_result, name="whatif_result"),
         path("export/", ops.export, name="export"),
         path("export/download/", ops.export_download, name="export_download"),
+        path("items/", items.item_list, name="items"),
+        path("items/bulk/", items.bulk_action, name="items_bulk"),
+        path("items/<int:item_id>/", items.item_detail, name="item"),
         path("deliveries/", deliveries.deliveries, name="deliveries"),
         path("deliveries/<int:delivery_id>/redeliver/", deliveries.redeliver, name="delivery_redeliver"),
         path("alerts/", alerts.alert_list, name="alerts"),
@@ -64,6 +68,7 @@ ops_urls = (
 
 # django-ninja builds the API's routes; each is wrapped in the body-size guard
 # and opened to token auth (views/api.py says why).
+api.api.add_router("", api_items.router)
 api_urls = (api.guarded(api.api.urls[0]), "api")
 
 urlpatterns = [

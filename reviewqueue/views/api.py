@@ -423,7 +423,8 @@ def queue_stats(request: HttpRequest, queue: str | None = None) -> dict[str, Any
     to pace itself. ``agreement`` says how far the verdicts can be trusted
     (reviewers by id only; accuracy on gold stays on the operators' pages),
     from a report cached for a minute."""
-    target = Queue.default() if not queue else Queue.objects.filter(slug=queue).first()
+    # A NUL byte is no slug, and PostgreSQL refuses it in a query: unknown, not a 500.
+    target = Queue.default() if not queue else Queue.objects.filter(slug=queue).first() if "\x00" not in queue else None
     if target is None:
         raise services.InvalidInput("queue", f"unknown queue {queue[:60]!r}")
     by_reviewer = agreement.agreement_for_producers(agreement.cached_quality_report())

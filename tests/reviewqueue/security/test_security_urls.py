@@ -127,6 +127,15 @@ def test_the_walk_sees_every_area() -> None:
     assert "review_item" in _ids(ROLE_PAGES)
 
 
+def test_the_walk_covers_the_item_list(values: dict[str, str]) -> None:
+    # The item list, an item's timeline, bulk actions, a reviewer's history and the
+    # producers' list are walked like every route: refused to anyone without the role.
+    names = set(_ids(ROUTES))
+    assert {"ops:items", "ops:item", "ops:items_bulk", "review:history", "api:item_list"} <= names
+    assert {"ops:items", "ops:item", "ops:items_bulk", "review:history"} <= set(_ids(ROLE_PAGES))
+    assert "ops:item" in _ids(ITEM_ROUTES)
+
+
 @pytest.mark.parametrize("route", PROTECTED, ids=_ids(PROTECTED))
 def test_it_refuses_every_protected_url_to_an_anonymous_visitor(
     client: Client, values: dict[str, str], route: Route

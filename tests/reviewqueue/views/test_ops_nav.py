@@ -14,6 +14,7 @@ pytestmark = pytest.mark.django_db
 OPERATOR_LINKS = [
     "/ops/",
     "/ops/queues/",
+    "/ops/items/",
     "/ops/policy/",
     "/ops/whatif/",
     "/ops/export/",
@@ -35,6 +36,7 @@ def test_the_operator_menu_is_the_same_on_every_operator_page(client: Client, op
     for url in (
         "ops:dashboard",
         "ops:queues",
+        "ops:items",
         "ops:policy",
         "ops:whatif",
         "ops:export",
@@ -51,7 +53,7 @@ def test_the_403_page_shows_a_reviewer_the_reviewer_menu(client: Client, reviewe
     client.force_login(reviewer)
     response = client.get(reverse("ops:dashboard"))
     assert response.status_code == 403
-    assert _menu(response.content.decode()) == ["/review/"]
+    assert _menu(response.content.decode()) == ["/review/", "/review/history/"]
 
 
 def test_the_403_page_shows_an_operator_the_operator_menu(client: Client, operator: User) -> None:

@@ -1,0 +1,341 @@
+"""The item list: every item an operator may find (``/ops/items/``), the
+items a reviewer answered (``/review/history/``) and a producer's own items
+(``GET /api/items``), filtered and paged by keyset.
+
+Paging never counts or skips rows: a page is the first ``size`` rows after a
+cursor on (created_at, id), newest first, read from an index in that order,
+so page 1,000 of a million items costs what page 1 of ten thousand costs.
+Ties on created_at are broken by id, so no row is shown twice or skipped.
+
+Full-text search (``q``) runs PostgreSQL's full text over the task and the
+output (the expression index of migration 0016 serves it); other databases
+fall back to a case-insensitive substring of either. Every function here
+only reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db import connection
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from ..models import CircuitBreakerEntry, Judgement, LoopRun, Queue, ReviewItem, Verdict
+from ..services.finality import final_at, undo_window
+
+PAGE_SIZE = 50
+# Full text in one language-agnostic configuration: the tasks and outputs
+# are code and prose in any language; stemming for one would miss the rest.
+SEARCH_CONFIG = "simple"
+SEARCH_FIELDS = ("task_description", "final_output")
+
+
+class BadCursor(ValueError):
+    """The ``after`` cursor is not one this list gave out."""
+
+
+@dataclass(frozen=True)
+class ItemFilter:
+    """What to list; every field optional. ``queue`` is a Queue row, already
+    checked to be one the reader may see; dates are inclusive days."""
+
+    queue: Queue | None = None
+    status: str = ""
+    decision: str = ""
+    label: str = ""
+    producer: str = ""
+    run: str = ""
+    version: int | None = None
+    since: date | None = None
+    until: date | None = None
+    q: str = ""
+
+    def described(self) -> dict[str, str]:
+        """The filter as its query-string values (blank ones left out): what
+        the audit records and what links carry."""
+        values = {
+            "queue": self.queue.slug if self.queue else "",
+            "status": self.status,
+            "decision": self.decision,
+            "label": self.label,
+            "producer": self.producer,
+            "run": self.run,
+            "version": str(self.version) if self.version is not None else "",
+            "since": self.since.isoformat() if self.since else "",
+            "until": self.until.isoformat() if self.until else "",
+            "q": self.q,
+        }
+        return {key: value for key, value in values.items() if value}
+
+
+@dataclass
+class Page:
+    items: list[ReviewItem]
+    next_cursor: str | None
+    filters: ItemFilter = field(default_factory=ItemFilter)
+
+
+def encode_cursor(item: ReviewItem) -> str:
+    raw = f"{item.created_at.isoformat()}|{item.pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, int]:
+    """(created_at, id) from a cursor; BadCursor for anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, pk = raw.split("|")
+        at = datetime.fromisoformat(stamp)
+        number = int(pk)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise BadCursor("not a cursor this list gave out; start from the first page") from None
+    if at.tzinfo is None or number < 1:
+        raise BadCursor("not a cursor this list gave out; start from the first page")
+    return at, number
+
+
+def searching_in_full_text() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def matching(rows: QuerySet[ReviewItem], filters: ItemFilter) -> QuerySet[ReviewItem]:
+    """``rows`` narrowed by the filter (the item's own status, its settled
+    verdict's decision and label)."""
+    if filters.queue is not None:
+        rows = rows.filter(queue=filters.queue)
+    if filters.status:
+        rows = rows.filter(status=filters.status)
+    if filters.decision:
+        rows = rows.filter(verdict__decision=filters.decision)
+    if filters.label:
+        rows = rows.filter(verdict__reason_label=filters.label)
+    if filters.producer:
+        rows = rows.filter(producer=filters.producer)
+    if filters.run:
+        rows = rows.filter(source_run_id=filters.run)
+    if filters.version is not None:
+        rows = rows.filter(version=filters.version)
+    rows = _in_dates(rows, filters.since, filters.until)
+    return searched(rows, filters.q)
+
+
+def _in_dates(rows: QuerySet[ReviewItem], since: date | None, until: date | None) -> QuerySet[ReviewItem]:
+    zone = timezone.get_current_timezone()
+    if since is not None:
+        rows = rows.filter(created_at__gte=datetime.combine(since, time.min, tzinfo=zone))
+    if until is not None:
+        rows = rows.filter(created_at__lt=datetime.combine(until + timedelta(days=1), time.min, tzinfo=zone))
+    return rows
+
+
+def searched(rows: QuerySet[ReviewItem], q: str) -> QuerySet[ReviewItem]:
+    """Items whose task or output matches ``q``: every word, as a web search
+    reads it ("quoted phrase", -excluded, or), on PostgreSQL; elsewhere the
+    whole text as a substring of either."""
+    q = q.strip()
+    if not q:
+        return rows
+    if searching_in_full_text():
+        vector = SearchVector(*SEARCH_FIELDS, config=SEARCH_CONFIG)
+        return rows.alias(search=vector).filter(search=SearchQuery(q, config=SEARCH_CONFIG, search_type="websearch"))
+    return rows.filter(Q(task_description__icontains=q) | Q(final_output__icontains=q))
+
+
+def page_of(
+    rows: QuerySet[ReviewItem], after: str = "", size: int | None = None
+) -> tuple[list[ReviewItem], str | None]:
+    """The ``size`` newest rows older than the cursor ``after`` and the
+    cursor of the next page (None on the last). One statement: it reads
+    ``size + 1`` rows to know whether another page follows."""
+    size = size or PAGE_SIZE
+    if after:
+        at, pk = decode_cursor(after)
+        # (created_at, id) < (at, pk), spelt so the first term is an index
+        # condition: the scan starts at the cursor, not at the newest row.
+        rows = rows.filter(created_at__lte=at).filter(Q(created_at__lt=at) | Q(pk__lt=pk))
+    found = list(rows.order_by("-created_at", "-pk")[: size + 1])
+    more = len(found) > size
+    found = found[:size]
+    return found, encode_cursor(found[-1]) if more and found else None
+
+
+def operator_items(filters: ItemFilter, *, after: str = "", size: int | None = None) -> Page:
+    """Every queue's items (gold copies aside), for operators."""
+    rows = matching(ReviewItem.objects.all(), filters).select_related("queue", "verdict")
+    items, cursor = page_of(rows, after, size)
+    return Page(items, cursor, filters)
+
+
+# The statuses a verdict gives, told a producer only once final (``finality``).
+VERDICT_STATUSES = (ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED, ReviewItem.Status.SENT_BACK)
+
+
+def producer_items(
+    producer: str, filters: ItemFilter, *, after: str = "", size: int | None = None, now: datetime | None = None
+) -> Page:
+    """A producer's own items, nobody else's (``GET /api/items``). A verdict
+    still inside its undo window is not told: such an item matches what the
+    producer is shown of it (``claimed``, no decision), never its verdict's
+    status, decision or label, so a filter cannot tell it either."""
+    now = now or timezone.now()
+    unfinal = Q(status__in=VERDICT_STATUSES, decided_at__gt=now - undo_window())
+    told = replace(filters, status="", decision="", label="")
+    rows = matching(ReviewItem.objects.filter(producer=producer), told)
+    if filters.status == ReviewItem.Status.CLAIMED:
+        rows = rows.filter(Q(status=ReviewItem.Status.CLAIMED) | unfinal)
+    elif filters.status:
+        rows = rows.filter(status=filters.status).exclude(unfinal)
+    if filters.decision or filters.label:
+        rows = matching(rows, replace(ItemFilter(), decision=filters.decision, label=filters.label)).exclude(unfinal)
+    items, cursor = page_of(rows.select_related("queue", "verdict"), after, size)
+    return Page(items, cursor, filters)
+
+
+def answered_by(reviewer: AbstractBaseUser, filters: ItemFilter) -> QuerySet[ReviewItem]:
+    """Items this reviewer answered (a verdict or a round of a double
+    review), in the queues they review now. ``decision`` and ``label`` are
+    read from the reviewer's own answer, never from anyone else's."""
+    own_verdict = Verdict.objects.filter(item=OuterRef("pk"), reviewer=reviewer)
+    own_judgement = Judgement.objects.filter(item=OuterRef("pk"), reviewer=reviewer, kind=Judgement.Kind.REVIEW)
+    if filters.decision:
+        own_verdict = own_verdict.filter(decision=filters.decision)
+        own_judgement = own_judgement.filter(decision=filters.decision)
+    if filters.label:
+        own_verdict = own_verdict.filter(reason_label=filters.label)
+        own_judgement = own_judgement.filter(reason_label=filters.label)
+    rows = ReviewItem.objects.filter(queue__in=Queue.objects.reviewable_by(reviewer)).filter(
+        Exists(own_verdict) | Exists(own_judgement)
+    )
+    if filters.queue is not None:
+        rows = rows.filter(queue=filters.queue)
+    if filters.version is not None:
+        rows = rows.filter(version=filters.version)
+    return searched(_in_dates(rows, filters.since, filters.until), filters.q)
+
+
+def reviewer_history(
+    reviewer: AbstractBaseUser, filters: ItemFilter, *, after: str = "", size: int | None = None
+) -> Page:
+    """A reviewer's answered items, newest first, each with the reviewer's
+    own answer as ``mine`` (a Verdict or a Judgement) and nothing else of
+    the item's outcome."""
+    rows = answered_by(reviewer, filters).select_related("queue")
+    items, cursor = page_of(rows, after, size)
+    _attach_own_answers(reviewer, items)
+    return Page(items, cursor, filters)
+
+
+def _attach_own_answers(reviewer: AbstractBaseUser, items: list[ReviewItem]) -> None:
+    pks = [item.pk for item in items]
+    mine: dict[int, Any] = {
+        j.item_id: j for j in Judgement.objects.filter(item__in=pks, reviewer=reviewer, kind=Judgement.Kind.REVIEW)
+    }
+    for verdict in Verdict.objects.filter(item__in=pks, reviewer=reviewer):
+        mine.setdefault(verdict.item_id, verdict)
+    for item in items:
+        item.mine = mine.get(item.pk)  # type: ignore[attr-defined]
+
+
+# --- one item's timeline -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of an item's timeline."""
+
+    at: datetime | None
+    kind: str  # admitted, claimed, lease, answer, verdict, final, webhook, shed, version
+    text: str
+    item_link: int | None = None  # another item this line points to (a version)
+
+
+def timeline(item: ReviewItem) -> list[Event]:
+    """What happened to the item, oldest first, read from the rows that
+    record it: its admission and run, the current lease and how many ran
+    out, every answer (double review rounds), the settled verdict and the
+    instant it became final, each webhook event with its attempts, a shed
+    entry, and the versions before and after it. An undone verdict leaves
+    no row, so it shows only as the answer that replaced it."""
+    events = [*_admission(item), *_lease(item)]
+    for judgement in item.judgements.select_related("reviewer").order_by("created_at", "pk"):
+        who = judgement.reviewer.get_username() if judgement.reviewer else "a removed user"
+        label = f" ({judgement.reason_label})" if judgement.reason_label else ""
+        events.append(
+            Event(
+                judgement.created_at, "answer", f"Round {judgement.round}: {who} answered {judgement.decision}{label}"
+            )
+        )
+    verdict = Verdict.objects.select_related("reviewer").filter(item=item).first()
+    if verdict is not None:
+        who = verdict.reviewer.get_username() if verdict.reviewer else "a removed user"
+        label = f" ({verdict.reason_label})" if verdict.reason_label else ""
+        how = verdict.get_settled_by_display()
+        events.append(Event(verdict.created_at, "verdict", f"Settled: {verdict.decision}{label} by {who}, {how}"))
+        events.append(Event(final_at(verdict.created_at), "final", "Final: the undo window closed"))
+    events.extend(_deliveries(item))
+    for later in item.next_versions.order_by("pk"):
+        events.append(Event(later.created_at, "version", f"Version {later.version} admitted as #{later.pk}", later.pk))
+    return sorted(events, key=_when)
+
+
+def _when(event: Event) -> tuple[int, datetime]:
+    """Oldest first; an undated line about an earlier version leads, other
+    undated lines (counts) close the list."""
+    if event.at is not None:
+        return 1, event.at
+    return (0 if event.kind == "version" else 2), datetime.min.replace(tzinfo=UTC)
+
+
+def _admission(item: ReviewItem) -> list[Event]:
+    source = f" from {item.producer}" if item.producer else ""
+    run = LoopRun.objects.filter(item=item).only("run_id", "agent", "attempts").first()
+    made = f", run {run.run_id} ({run.agent}, {run.attempts} attempts)" if run else ""
+    events = [Event(item.created_at, "admitted", f"Admitted to {item.queue.name}{source}{made}")]
+    if item.previous_version_id:
+        events.insert(
+            0,
+            Event(
+                None, "version", f"Version {item.version}, after #{item.previous_version_id}", item.previous_version_id
+            ),
+        )
+    for entry in CircuitBreakerEntry.objects.filter(item=item):
+        events.append(Event(entry.created_at, "shed", f"Shed at depth {entry.depth} of {entry.capacity}"))
+    if item.shed_at and not any(e.kind == "shed" for e in events):
+        events.append(Event(item.shed_at, "shed", "Shed (expired by an operator, or at capacity)"))
+    return events
+
+
+def _lease(item: ReviewItem) -> list[Event]:
+    events = []
+    if item.claimed_at:
+        holder = item.lease_holder.get_username() if item.lease_holder else "a reviewer"
+        events.append(Event(item.claimed_at, "claimed", f"Last claimed by {holder}"))
+    if item.lease_expiries:
+        times = "once" if item.lease_expiries == 1 else f"{item.lease_expiries} times"
+        events.append(Event(None, "lease", f"A lease ran out before a verdict {times}"))
+    if item.status == ReviewItem.Status.CLAIMED and item.lease_expires_at:
+        events.append(Event(item.lease_expires_at, "lease", "The current lease runs out (renewals move this)"))
+    return events
+
+
+def _deliveries(item: ReviewItem) -> list[Event]:
+    events = []
+    for row in item.webhook_deliveries.order_by("created_at", "pk"):
+        answer = f", last answer HTTP {row.last_status_code}" if row.last_status_code else ""
+        error = f", {row.last_error[:80]}" if row.last_error else ""
+        tries = "1 attempt" if row.attempts == 1 else f"{row.attempts} attempts"
+        events.append(
+            Event(
+                row.delivered_at or row.created_at,
+                "webhook",
+                f"Webhook {row.event_type}: {row.get_status_display()} after {tries}{answer}{error}",
+            )
+        )
+    return events

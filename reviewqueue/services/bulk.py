@@ -1,0 +1,223 @@
+"""Bulk actions by filter: an operator requeues, rejects with a label, moves
+to another queue or expires every item a filter matches.
+
+The server applies the filter (``selectors.items.matching``), never a list
+of ids from the page, and only after the operator has seen how many items it
+matches: ``bulk_apply`` recounts and refuses with ``CountChanged`` when the
+count is not the one confirmed. Each action is audited (``PolicyAudit``:
+who, the filter, the action, how many).
+
+**Locks.** Each item is its own transaction, as a single-item service's: its
+row is locked with ``SKIP LOCKED`` and its state checked again under the
+lock, so an item a reviewer is deciding at that moment, or that changed
+since the count, is skipped and counted as such, never waited on. An item
+a reviewer holds under a live lease is never taken from them: only waiting
+items with no live lease are rejected, moved or expired, and only shed items
+and items whose lease has run out are requeued. The queue's row is taken
+last, for the depth, one queue at a time (ARCHITECTURE.md, "Many queues"):
+a move takes one off the old queue per item and adds the moved count to the
+new one in a transaction of its own, so no transaction holds two queues.
+
+**What producers hear.** A rejection is an operator's verdict through
+``verdicts.settle_item``, the path every verdict takes: its ``item.decided``
+event is due once the undo window has closed, the label counts and the tuner
+follow. An expiry is an ``item.shed`` event. Requeue and move tell nobody:
+the item is still under review.
+
+Safe to repeat: a second call finds no item still eligible (or a different
+count, and refuses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from ..models import PolicyAudit, Queue, ReasonLabel, ReviewItem, Verdict
+from ..selectors.items import ItemFilter, matching
+from .depth import after_depth_change, take_one_off_depth
+from .errors import InvalidInput, QueueError
+from .outbox import item_shed
+from .review_quality import Answer
+from .verdicts import settle_item
+
+ACTIONS = ("requeue", "reject", "move", "expire")
+# One confirmation acts on at most this many items; narrow the filter for more.
+BULK_LIMIT = 5_000
+
+
+class CountChanged(QueueError):
+    """The filter matches another number of items than the one confirmed."""
+
+    code = "count_changed"
+
+    def __init__(self, seen: int, count: int) -> None:
+        super().__init__(f"the filter now matches {count} items, not the {seen} you confirmed; check again")
+        self.seen = seen
+        self.count = count
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    action: str
+    matched: int
+    applied: int
+    skipped: int
+
+
+def eligible(filters: ItemFilter, action: str, now: datetime) -> QuerySet[ReviewItem]:
+    """The items the action would change: the filter's matches that the
+    action applies to (see the module's docstring on leases)."""
+    if action not in ACTIONS:
+        raise InvalidInput("action", f"one of {', '.join(ACTIONS)}")
+    rows = matching(ReviewItem.objects.all(), filters)
+    return rows.filter(_applies(action, now))
+
+
+def _applies(action: str, now: datetime) -> Q:
+    lapsed = Q(status=ReviewItem.Status.CLAIMED) & (Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+    if action == "requeue":
+        return Q(status=ReviewItem.Status.SHED) | lapsed
+    return Q(status=ReviewItem.Status.PENDING) | lapsed
+
+
+def _targets(filters: ItemFilter, action: str, target: Queue | None, now: datetime) -> QuerySet[ReviewItem]:
+    rows = eligible(filters, action, now)
+    return rows.exclude(queue=target) if action == "move" and target is not None else rows
+
+
+def bulk_count(*, filters: ItemFilter, action: str, target: Queue | None = None, now: datetime | None = None) -> int:
+    """How many items the action would change now: what the operator
+    confirms. Reads only."""
+    return _targets(filters, action, target, now or timezone.now()).count()
+
+
+def bulk_apply(
+    *,
+    operator: AbstractBaseUser,
+    filters: ItemFilter,
+    action: str,
+    seen: int,
+    reason_label: str = "",
+    target: Queue | None = None,
+    now: datetime | None = None,
+) -> BulkResult:
+    """Apply ``action`` to every item the filter matches, once the operator
+    has seen ``seen`` of them: a different count now raises CountChanged
+    and changes nothing. Audited whatever the outcome of each item."""
+    now = now or timezone.now()
+    _check(action, reason_label, target)
+    if target is not None and filters.queue is not None and target.pk == filters.queue.pk:
+        raise InvalidInput("target", "the items are already in that queue")
+    rows = _targets(filters, action, target, now)
+    pks = list(rows.order_by("pk").values_list("pk", flat=True)[: BULK_LIMIT + 1])
+    if len(pks) != seen:
+        raise CountChanged(seen, len(pks))
+    if len(pks) > BULK_LIMIT:
+        raise InvalidInput("filter", f"matches more than {BULK_LIMIT} items; narrow it")
+    applied = sum(_apply_one(pk, action, operator, reason_label, target, now) for pk in pks)
+    if action == "move" and target is not None and applied:
+        _add_to_depth(target.pk, applied, now)
+    _audit(operator, filters, action, reason_label, target, len(pks), applied, now)
+    return BulkResult(action=action, matched=len(pks), applied=applied, skipped=len(pks) - applied)
+
+
+def _check(action: str, reason_label: str, target: Queue | None) -> None:
+    if action not in ACTIONS:
+        raise InvalidInput("action", f"one of {', '.join(ACTIONS)}")
+    if action == "reject" and reason_label not in ReasonLabel.values:
+        raise InvalidInput("reason_label", f"a rejection needs one of {', '.join(ReasonLabel.values)}")
+    if action == "move" and (target is None or target.archived):
+        raise InvalidInput("target", "choose an active queue to move the items to")
+
+
+def _apply_one(
+    pk: int, action: str, operator: AbstractBaseUser, reason_label: str, target: Queue | None, now: datetime
+) -> bool:
+    """One item in its own transaction; False when it was skipped (locked
+    by someone deciding it, or no longer eligible)."""
+    with transaction.atomic():
+        item = ReviewItem.objects.select_for_update(skip_locked=True).filter(_applies(action, now), pk=pk).first()
+        if item is None:
+            return False
+        if action == "reject":
+            answer = Answer(Verdict.Decision.REJECT, reason_label=reason_label, note="rejected in bulk by an operator")
+            settle_item(item, operator, answer, "operator", now)
+        elif action == "expire":
+            _expire(item, now)
+        elif action == "requeue":
+            _requeue(item, now)
+        else:
+            assert target is not None
+            _move(item, target, now)
+        return True
+
+
+def _release(item: ReviewItem) -> list[str]:
+    lapsed = item.status == ReviewItem.Status.CLAIMED
+    item.lease_holder = None
+    item.lease_expires_at = None
+    if lapsed:
+        item.lease_expiries += 1
+    return ["lease_holder", "lease_expires_at", "lease_expiries"]
+
+
+def _expire(item: ReviewItem, now: datetime) -> None:
+    changed = _release(item)
+    item.status, item.shed_at = ReviewItem.Status.SHED, now
+    item.save(update_fields=[*changed, "status", "shed_at", "updated_at"])
+    item_shed(item, now)  # the outbox row, in this transaction
+    queue = take_one_off_depth(item.queue_id, now)
+    after_depth_change(queue, queue.depth, now)
+
+
+def _requeue(item: ReviewItem, now: datetime) -> None:
+    was_shed = item.status == ReviewItem.Status.SHED
+    changed = _release(item)
+    item.status = ReviewItem.Status.PENDING
+    item.save(update_fields=[*changed, "status", "updated_at"])
+    if was_shed:  # back in the waiting set; a lapsed lease never left it
+        _add_to_depth(item.queue_id, 1, now)
+
+
+def _move(item: ReviewItem, target: Queue, now: datetime) -> None:
+    source = item.queue_id
+    changed = _release(item)
+    item.status, item.queue_id = ReviewItem.Status.PENDING, target.pk
+    item.save(update_fields=[*changed, "status", "queue", "updated_at"])
+    queue = take_one_off_depth(source, now)
+    after_depth_change(queue, queue.depth, now)
+
+
+def _add_to_depth(queue_pk: int, count: int, now: datetime) -> None:
+    with transaction.atomic():
+        queue = Queue.locked(queue_pk)
+        after_depth_change(queue, queue.depth + count, now)
+
+
+def _audit(
+    operator: AbstractBaseUser,
+    filters: ItemFilter,
+    action: str,
+    reason_label: str,
+    target: Queue | None,
+    matched: int,
+    applied: int,
+    now: datetime,
+) -> None:
+    what: dict[str, object] = {"action": action, "matched": matched, "applied": applied}
+    if reason_label:
+        what["reason_label"] = reason_label
+    if target is not None:
+        what["target"] = target.slug
+    PolicyAudit.objects.create(
+        queue=filters.queue or Queue.default(),
+        user=operator,
+        changes={f"bulk {action}": [{"filter": filters.described()}, what]},
+        created_at=now,
+    )

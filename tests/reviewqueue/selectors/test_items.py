@@ -1,0 +1,125 @@
+"""The item list's selectors: every filter, full-text search (or its
+substring fallback), keyset paging that neither repeats nor skips a row when
+items share a timestamp, the reviewer's history and the item's timeline."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from reviewqueue import services
+from reviewqueue.models import Judgement, Queue, ReviewItem, Verdict, WebhookDelivery
+from reviewqueue.selectors import items as selectors
+from reviewqueue.selectors.items import BadCursor, ItemFilter
+
+pytestmark = pytest.mark.django_db
+
+
+def _pks(page: selectors.Page) -> list[int]:
+    return [item.pk for item in page.items]
+
+
+def _all_pages(filters: ItemFilter, size: int) -> list[int]:
+    seen, after = [], ""
+    while True:
+        page = selectors.operator_items(filters, after=after, size=size)
+        seen += _pks(page)
+        if page.next_cursor is None:
+            return seen
+        after = page.next_cursor
+
+
+def test_keyset_pages_cover_every_item_once_even_when_timestamps_tie(admit_item: Any) -> None:
+    items = [admit_item().item for _ in range(7)]
+    same = timezone.now() - timedelta(minutes=1)
+    ReviewItem.objects.filter(pk__in=[i.pk for i in items[1:5]]).update(created_at=same)
+    expected = list(ReviewItem.objects.order_by("-created_at", "-pk").values_list("pk", flat=True))
+    assert _all_pages(ItemFilter(), size=2) == expected
+    assert _all_pages(ItemFilter(), size=3) == expected
+
+
+def test_a_forged_cursor_is_refused() -> None:
+    with pytest.raises(BadCursor):
+        selectors.decode_cursor("not-a-cursor")
+    with pytest.raises(BadCursor):
+        selectors.decode_cursor("")
+
+
+def test_each_filter_narrows_the_list(admit_item: Any, reviewer: Any) -> None:
+    docs = services.create_queue(user=None, slug="docs", name="Docs")
+    a = admit_item(producer="alpha", source_run_id="run-1").item
+    b = admit_item(producer="beta", queue="docs").item
+    services.claim(reviewer=reviewer, queue=Queue.default())
+    services.decide(item_id=a.pk, reviewer=reviewer, approve=False, reason_label="logic_error")
+    assert _pks(selectors.operator_items(ItemFilter(queue=docs))) == [b.pk]
+    assert _pks(selectors.operator_items(ItemFilter(status="rejected"))) == [a.pk]
+    assert _pks(selectors.operator_items(ItemFilter(decision="reject"))) == [a.pk]
+    assert _pks(selectors.operator_items(ItemFilter(label="logic_error"))) == [a.pk]
+    assert _pks(selectors.operator_items(ItemFilter(label="code_error"))) == []
+    assert _pks(selectors.operator_items(ItemFilter(producer="beta"))) == [b.pk]
+    assert _pks(selectors.operator_items(ItemFilter(run="run-1"))) == [a.pk]
+    assert _pks(selectors.operator_items(ItemFilter(version=2))) == []
+    today = timezone.localdate()
+    assert len(_pks(selectors.operator_items(ItemFilter(since=today, until=today)))) == 2
+    assert _pks(selectors.operator_items(ItemFilter(until=today - timedelta(days=1)))) == []
+    assert _pks(selectors.operator_items(ItemFilter(since=date(2999, 1, 1)))) == []
+
+
+def test_search_finds_words_in_the_task_or_the_output(admit_item: Any) -> None:
+    task = admit_item(task_description="Parse the invoice dates", final_output="print(1)").item
+    output = admit_item(task_description="Something else", final_output="def reconcile_ledger(): pass").item
+    admit_item(task_description="Unrelated", final_output="nothing here")
+    assert _pks(selectors.operator_items(ItemFilter(q="invoice"))) == [task.pk]
+    found = _pks(selectors.operator_items(ItemFilter(q="reconcile_ledger")))
+    assert found == [output.pk]
+
+
+def test_the_history_shows_only_what_the_reviewer_answered_in_queues_they_review(
+    admit_item: Any, reviewer: Any, make_user: Any
+) -> None:
+    other = make_user("olga", "reviewer")
+    mine = admit_item().item
+    theirs = admit_item().item
+    assert services.claim(reviewer=reviewer).pk == mine.pk
+    services.decide(item_id=mine.pk, reviewer=reviewer, approve=True)
+    assert services.claim(reviewer=other).pk == theirs.pk
+    services.decide(item_id=theirs.pk, reviewer=other, approve=False, reason_label="unclear")
+    page = selectors.reviewer_history(reviewer, ItemFilter())
+    assert _pks(page) == [mine.pk]
+    assert page.items[0].mine.decision == "approve"
+    assert _pks(selectors.reviewer_history(reviewer, ItemFilter(decision="reject"))) == []
+    Queue.objects.filter(pk=Queue.default().pk).update(open_to_all=False)
+    assert _pks(selectors.reviewer_history(reviewer, ItemFilter())) == []
+
+
+def test_the_history_shows_the_reviewers_own_round_not_the_settled_verdict(admit_item: Any, reviewer: Any) -> None:
+    item = admit_item().item
+    Judgement.objects.create(item=item, reviewer=reviewer, kind="review", round=1, decision="approve")
+    page = selectors.reviewer_history(reviewer, ItemFilter())
+    assert _pks(page) == [item.pk] and page.items[0].mine.decision == "approve"
+
+
+def test_the_timeline_tells_the_items_story_in_order(admit_item: Any, reviewer: Any) -> None:
+    item = admit_item(callback_url="http://127.0.0.1:9/hook").item
+    services.claim(reviewer=reviewer)
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=False, reason_label="code_error")
+    item.refresh_from_db()
+    events = selectors.timeline(item)
+    kinds = [event.kind for event in events]
+    assert kinds[:4] == ["admitted", "claimed", "verdict", "webhook"] or kinds[:3] == ["admitted", "claimed", "verdict"]
+    assert {"admitted", "claimed", "verdict", "final", "webhook"} <= set(kinds)
+    assert any("rita" in event.text and "reject" in event.text for event in events)
+    assert WebhookDelivery.objects.filter(item=item).exists()
+    assert Verdict.objects.filter(item=item).exists()
+
+
+def test_the_timeline_links_the_versions(admit_item: Any) -> None:
+    first = admit_item().item
+    second = admit_item().item
+    ReviewItem.objects.filter(pk=second.pk).update(previous_version=first, version=2)
+    second.refresh_from_db()
+    assert any(event.item_link == second.pk for event in selectors.timeline(first))
+    assert any(event.item_link == first.pk for event in selectors.timeline(second))

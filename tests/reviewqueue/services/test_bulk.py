@@ -1,0 +1,118 @@
+"""Bulk actions by filter: each action on what the filter matches, the
+count-changed refusal, leases left alone, the audit, the depth kept, and the
+webhooks of the verdicts a rejection settles (due only once final)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from reviewqueue import services
+from reviewqueue.models import PolicyAudit, Queue, ReviewItem, Verdict, WebhookDelivery
+from reviewqueue.selectors.items import ItemFilter
+from reviewqueue.services import bulk
+from reviewqueue.services.finality import final_at
+
+pytestmark = pytest.mark.django_db
+
+HOOK = "http://127.0.0.1:9/hook"
+
+
+def _apply(operator: Any, filters: ItemFilter, action: str, **options: Any) -> bulk.BulkResult:
+    seen = bulk.bulk_count(filters=filters, action=action, target=options.get("target"))
+    return bulk.bulk_apply(operator=operator, filters=filters, action=action, seen=seen, **options)
+
+
+def test_reject_settles_each_item_as_an_operators_verdict_with_its_webhook(operator: Any, admit_item: Any) -> None:
+    items = [admit_item(task_description="bad batch", callback_url=HOOK).item for _ in range(2)]
+    admit_item(task_description="keep me")
+    result = _apply(operator, ItemFilter(q="bad batch"), "reject", reason_label="format_issue")
+    assert (result.matched, result.applied, result.skipped) == (2, 2, 0)
+    for item in items:
+        verdict = Verdict.objects.get(item=item)
+        assert (verdict.decision, verdict.reason_label, verdict.settled_by) == ("reject", "format_issue", "operator")
+        event = WebhookDelivery.objects.get(item=item)
+        assert json.loads(event.body)["data"]["decision"] == "reject"
+        assert event.next_attempt_at == final_at(verdict.created_at)  # told only once final
+    assert Queue.default().depth == 1
+    assert ReviewItem.objects.filter(status="pending").count() == 1
+
+
+def test_a_changed_count_is_refused_and_changes_nothing(operator: Any, admit_item: Any) -> None:
+    admit_item()
+    with pytest.raises(bulk.CountChanged) as refused:
+        bulk.bulk_apply(operator=operator, filters=ItemFilter(), action="expire", seen=2)
+    assert (refused.value.seen, refused.value.count) == (2, 1)
+    assert ReviewItem.objects.filter(status="shed").count() == 0
+    assert not PolicyAudit.objects.exists()
+
+
+def test_an_item_under_a_live_lease_is_left_to_its_reviewer(operator: Any, reviewer: Any, admit_item: Any) -> None:
+    held = admit_item().item
+    free = admit_item().item
+    assert services.claim(reviewer=reviewer).pk == held.pk
+    assert bulk.bulk_count(filters=ItemFilter(), action="expire") == 1
+    _apply(operator, ItemFilter(), "expire")
+    assert ReviewItem.objects.get(pk=held.pk).status == "claimed"
+    assert ReviewItem.objects.get(pk=free.pk).status == "shed"
+
+
+def test_expire_then_requeue_round_trips_and_keeps_the_depth(operator: Any, admit_item: Any) -> None:
+    items = [admit_item(callback_url=HOOK).item for _ in range(3)]
+    _apply(operator, ItemFilter(), "expire")
+    assert Queue.default().depth == 0
+    assert WebhookDelivery.objects.filter(event_type="item.shed").count() == 3
+    result = _apply(operator, ItemFilter(), "requeue")
+    assert result.applied == 3
+    assert set(ReviewItem.objects.filter(pk__in=[i.pk for i in items]).values_list("status", flat=True)) == {"pending"}
+    assert Queue.default().depth == 3
+
+
+def test_requeue_takes_back_a_lapsed_lease(operator: Any, reviewer: Any, admit_item: Any) -> None:
+    item = admit_item().item
+    services.claim(reviewer=reviewer)
+    ReviewItem.objects.filter(pk=item.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert _apply(operator, ItemFilter(), "requeue").applied == 1
+    item.refresh_from_db()
+    assert (item.status, item.lease_holder_id, item.lease_expiries) == ("pending", None, 1)
+    assert Queue.default().depth == 1
+
+
+def test_move_takes_items_to_another_queue_and_moves_the_depth(operator: Any, admit_item: Any) -> None:
+    docs = services.create_queue(user=None, slug="docs", name="Docs")
+    items = [admit_item().item for _ in range(2)]
+    result = _apply(operator, ItemFilter(queue=Queue.default()), "move", target=docs)
+    assert result.applied == 2
+    assert set(ReviewItem.objects.filter(pk__in=[i.pk for i in items]).values_list("queue", flat=True)) == {docs.pk}
+    assert (Queue.default().depth, Queue.objects.get(pk=docs.pk).depth) == (0, 2)
+    assert bulk.bulk_count(filters=ItemFilter(), action="move", target=docs) == 0
+
+
+def test_each_action_is_audited_with_who_what_filter_and_how_many(operator: Any, admit_item: Any) -> None:
+    admit_item(producer="alpha")
+    _apply(operator, ItemFilter(producer="alpha"), "reject", reason_label="unclear")
+    audit = PolicyAudit.objects.get()
+    assert audit.user == operator
+    assert audit.changes["bulk reject"] == [
+        {"filter": {"producer": "alpha"}},
+        {"action": "reject", "matched": 1, "applied": 1, "reason_label": "unclear"},
+    ]
+
+
+def test_it_refuses_a_reject_without_a_label_and_a_move_without_a_queue(operator: Any) -> None:
+    with pytest.raises(services.InvalidInput):
+        bulk.bulk_apply(operator=operator, filters=ItemFilter(), action="reject", seen=0)
+    with pytest.raises(services.InvalidInput):
+        bulk.bulk_apply(operator=operator, filters=ItemFilter(), action="move", seen=0)
+    with pytest.raises(services.InvalidInput):
+        bulk.bulk_count(filters=ItemFilter(), action="delete")
+
+
+def test_a_second_run_finds_nothing_left(operator: Any, admit_item: Any) -> None:
+    admit_item()
+    _apply(operator, ItemFilter(), "expire")
+    assert _apply(operator, ItemFilter(), "expire").matched == 0
