@@ -401,7 +401,7 @@ def snapshot(
     queue = Queue.current(queue)
     counts = status_counts(queue=queue)
     depth = counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED]
-    # Producers hear only final verdicts (services.finality): one still inside
+    # Producers hear only final verdicts (reviewqueue.finality): one still inside
     # its undo window may be taken back, so it is not in their approve rate.
     final_by = now - timedelta(seconds=max(0, int(settings.REVIEWQUEUE_UNDO_SECONDS)))
     approve = approve_rate(queue.tuner_window, queue=queue, given_by=final_by)

@@ -27,8 +27,8 @@ from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from ..finality import final_at, undo_window
 from ..models import CircuitBreakerEntry, Judgement, LoopRun, Queue, ReviewItem, Verdict
-from ..services.finality import final_at, undo_window
 
 PAGE_SIZE = 50
 # Full text in one language-agnostic configuration: the tasks and outputs

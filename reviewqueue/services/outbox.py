@@ -27,8 +27,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from .. import task_names
+from ..finality import final_at
 from ..models import EventType, LoopRun, ReviewItem, Verdict, WebhookDelivery
-from .finality import final_at
 
 log = logging.getLogger("reviewqueue.webhooks")
 

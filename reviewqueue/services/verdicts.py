@@ -34,6 +34,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from .. import policy
+from ..finality import undo_window
 from ..models import (
     FilterRule,
     Judgement,
@@ -48,7 +49,6 @@ from . import review_quality
 from .cleaning import clean_text
 from .depth import after_depth_change, take_one_off_depth
 from .errors import AlreadyDecided, InvalidInput, NothingToUndo, QueueError, UndoRefused
-from .finality import undo_window
 from .leases import held_item
 from .outbox import item_decided, item_sent_back, withdraw_verdict_event
 from .review_quality import Answer

@@ -22,10 +22,10 @@ from ninja.security import HttpBearer
 from pydantic import field_validator
 
 from .. import agreement, services, stats
+from ..finality import is_final
 from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
 from ..services import routing
-from ..services.finality import is_final
 from ..services.runs import BrokerUnavailable, sandbox_status, submit_run
 from ..tokens import token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for

@@ -1,5 +1,5 @@
 """What /api/stats tells a producer counts only final verdicts: a verdict
-still inside its undo window may be taken back (services.finality), so it
+still inside its undo window may be taken back (reviewqueue.finality), so it
 is not in the approve rate yet."""
 
 from __future__ import annotations

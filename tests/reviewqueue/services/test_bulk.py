@@ -12,10 +12,10 @@ import pytest
 from django.utils import timezone
 
 from reviewqueue import services
+from reviewqueue.finality import final_at
 from reviewqueue.models import PolicyAudit, Queue, ReviewItem, Verdict, WebhookDelivery
 from reviewqueue.selectors.items import ItemFilter
 from reviewqueue.services import bulk
-from reviewqueue.services.finality import final_at
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """A verdict reaches the producer only once it can no longer change
-(``services.finality``): its ``item.decided`` event is due, and the item API
+(``reviewqueue.finality``): its ``item.decided`` event is due, and the item API
 shows it, only when the undo window has closed; an undo inside the window
 leaves no trace toward the producer. End to end: items pushed through
 POST /api/outputs with a callback to a real loopback receiver, a real Celery
