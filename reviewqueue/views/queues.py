@@ -299,7 +299,7 @@ def routing_rules(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = RoutingRuleForm(request.POST)
         if form.is_valid():
-            rule = routing.rule_add(rule=form.save(commit=False))
+            rule = routing.rule_add(rule=form.save(commit=False), user=request.user)
             messages.success(request, f"Routing rule added: #{rule.position + 1} sends work to {rule.queue.slug}.")
             return redirect("ops:routing")
         return render(request, "ops/routing.html", routing_context(form, preview), status=400)
@@ -313,7 +313,7 @@ def routing_rule_edit(request: HttpRequest, rule_id: int) -> HttpResponse:
     if request.method == "POST":
         form = RoutingRuleForm(request.POST, instance=rule)
         if form.is_valid():
-            routing.rule_save(rule=form.save(commit=False))
+            routing.rule_save(rule=form.save(commit=False), user=request.user)
             messages.success(request, "Routing rule saved.")
             return redirect("ops:routing")
         return render(request, "ops/routing_rule.html", {"form": form, "rule": rule}, status=400)
@@ -324,7 +324,7 @@ def routing_rule_edit(request: HttpRequest, rule_id: int) -> HttpResponse:
 @operator_required
 def routing_rule_delete(request: HttpRequest, rule_id: int) -> HttpResponse:
     get_object_or_404(RoutingRule, pk=rule_id)
-    routing.rule_delete(rule_id=rule_id)
+    routing.rule_delete(rule_id=rule_id, user=request.user)
     messages.success(request, "Routing rule deleted.")
     return redirect("ops:routing")
 
@@ -340,5 +340,5 @@ def routing_rule_move(request: HttpRequest, rule_id: int, direction: str) -> Htt
     if step is None:
         return HttpResponse("unknown direction", status=400)
     get_object_or_404(RoutingRule, pk=rule_id)
-    routing.rule_move(rule_id=rule_id, step=step)
+    routing.rule_move(rule_id=rule_id, step=step, user=request.user)
     return redirect("ops:routing")
