@@ -43,7 +43,7 @@ def estimate_reliability() -> float:
 
 
 @shared_task(
-    name="reviewqueue.tasks.run_simulation",
+    name=simulations.RUN_SIMULATION_TASK,
     ignore_result=True,
     acks_late=True,
     soft_time_limit=simulations.SIMULATION_TIME_LIMIT - 60,

@@ -12,7 +12,6 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -29,8 +28,6 @@ from ..access import operator_required
 from ..charts import Chart, HLine, Line, PairChart, PairRow, build_chart, build_pair_chart, watermark_marks
 from ..export import export_lines
 from ..forms import (
-    INLINE_SIMULATION_MINUTES,
-    MAX_ADD_QUEUE_EVENTS,
     AddQueueWhatIfForm,
     ExportForm,
     LiveWindowForm,
@@ -41,8 +38,8 @@ from ..forms import (
 )
 from ..models import FilterRule, PolicyAudit, Queue, ReasonLabel, SimulationRun, Verdict
 from ..policy import FILTER_GATES
-from ..services.simulations import ADD_QUEUE_KIND, execute_simulation
-from ..tasks.periodic import run_simulation
+from ..services import simulations
+from ..services.simulations import ADD_QUEUE_KIND, INLINE_SIMULATION_MINUTES, MAX_ADD_QUEUE_EVENTS
 from .http import HtmxHttpRequest
 from .quality import dashboard_summary
 from .queues import fmt_duration, fmt_ratio, queue_scoped, scope_context, scoped_url
@@ -346,17 +343,9 @@ def whatif_run(request: HtmxHttpRequest, queue: Queue) -> HttpResponse:
     form = WhatIfForm(request.POST)
     if not form.is_valid():
         return render(request, "ops/whatif.html", whatif_page_context(form, LiveWindowForm(), queue), status=400)
-    run = SimulationRun.objects.create(
-        queue=queue,
-        created_by=request.user,
-        name=form.cleaned_data["name"] or "what-if",
-        params=form.params(),
-        progress_total=form.cleaned_data["replications"],
+    run = simulations.start(
+        queue=queue, user=request.user, name=form.cleaned_data["name"] or "what-if", params=form.params()
     )
-    if form.runs_inline():
-        execute_simulation(run.pk)
-    else:
-        transaction.on_commit(lambda: run_simulation.delay(run.pk))
     return redirect("ops:whatif_result", run_id=run.pk)
 
 
@@ -520,17 +509,7 @@ def queues_whatif_run(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "ops/queues_whatif.html", added_page_context(form, live_flow(queues)), status=400)
     params = form.params()
-    run = SimulationRun.objects.create(
-        queue=Queue.default(),
-        created_by=request.user,
-        name=f"add {params['added']['slug']}",
-        params=params,
-        progress_total=2 * params["replications"],
-    )
-    if form.runs_inline():
-        execute_simulation(run.pk)
-    else:
-        transaction.on_commit(lambda: run_simulation.delay(run.pk))
+    run = simulations.start(user=request.user, name=f"add {params['added']['slug']}", params=params)
     return redirect("ops:whatif_result", run_id=run.pk)
 
 
