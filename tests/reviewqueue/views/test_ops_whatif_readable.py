@@ -155,7 +155,7 @@ def test_no_shedding_time_beside_losses_is_explained(client: Client, operator: U
 
 
 def test_less_draft_time_is_not_coloured_as_better_when_adding_a_queue() -> None:
-    from reviewqueue.views.ops import COMPARED_SHOWN, _added_rows
+    from reviewqueue.views.whatif import COMPARED_SHOWN, _added_rows
 
     figures = {c.key: [10.0, 12.0] for c in COMPARED_SHOWN}
     figures["time_in_draft_min"] = [30.0, 5.0]
