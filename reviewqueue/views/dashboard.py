@@ -6,7 +6,7 @@ without it (views/queues.py)."""
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -21,16 +21,17 @@ from loops.gates import GATES
 
 from .. import services, stats
 from ..access import operator_required
-from ..charts import Chart, HLine, Line, build_chart, watermark_marks
+from ..chart_series import depth_chart, step_limit_chart
+from ..formatting import fmt_duration, fmt_ratio
 from ..forms import (
     PolicyForm,
     add_service_errors,
 )
 from ..models import FilterRule, PolicyAudit, Queue, ReasonLabel
 from ..policy import FILTER_GATES
-from .http import HtmxHttpRequest
+from ..selectors.scope import scope_context, scoped_url
+from .http import HtmxHttpRequest, queue_scoped
 from .quality import dashboard_summary
-from .queues import fmt_duration, fmt_ratio, queue_scoped, scope_context, scoped_url
 
 POLL_SECONDS = 5
 
@@ -49,45 +50,6 @@ def ratio_rule(ratio: float | None) -> tuple[str, str]:
     if ratio < 2:
         return "between 1 and 2: the queue grows; backpressure and shedding absorb it only for a while", "warn"
     return "≥ 2: unsustainable, the queue overflows whatever its design", "bad"
-
-
-def depth_chart(queue: Queue, now: datetime) -> Chart:
-    """Sampled depth over the last hour, with the live depth as the newest point so
-    the chart moves between samples; capacity and both watermarks drawn."""
-    samples = stats.depth_samples(now=now, queue=queue)
-    xs = [(s.created_at - now).total_seconds() / 60 for s in samples] + [0.0]
-    ys = [float(s.depth) for s in samples] + [float(services.queue_depth(queue))]
-    chart = Chart(
-        title="Queue depth, last hour",
-        lines=[Line("depth", xs, ys, "series-a")],
-        hlines=watermark_marks(queue.capacity, queue.high_watermark, queue.low_watermark),
-        x_label="minutes ago",
-        x_domain=(-stats.DEPTH_WINDOW.total_seconds() / 60, 0.0),
-    )
-    return build_chart(chart, x_tick_format=lambda v: f"{v:.0f}")
-
-
-def step_limit_chart(queue: Queue, now: datetime) -> Chart:
-    history = stats.step_limit_history(queue=queue)
-    if not history:
-        return Chart(title="Step limit", lines=[], empty=True)
-    start = history[0].created_at
-    xs = [0.0] + [(h.created_at - start).total_seconds() / 60 for h in history]
-    ys = [float(history[0].previous)] + [float(h.step_limit) for h in history]
-    xs.append(max((now - start).total_seconds() / 60, xs[-1]))
-    ys.append(float(queue.step_limit))
-    chart = Chart(
-        title="Step limit over time",
-        lines=[Line("step limit", xs, ys, "series-b", step=True)],
-        hlines=[
-            HLine(f"max {queue.max_step_limit}", queue.max_step_limit, "mark-capacity"),
-            HLine(f"min {queue.min_step_limit}", queue.min_step_limit, "mark-low"),
-        ],
-        x_label="minutes since the first change",
-    )
-    # Changes minutes apart would all read "0" at whole minutes.
-    digits = 1 if xs[-1] < 4 else 0
-    return build_chart(chart, x_tick_format=lambda v: f"{v:.{digits}f}")
 
 
 MODE_NEWS = {

@@ -15,7 +15,8 @@ from ..forms import (
     ExportForm,
 )
 from ..models import Queue
-from .queues import queue_scoped, scope_context
+from ..selectors.scope import scope_context
+from .http import queue_scoped
 
 # --- export -------------------------------------------------------------------------------
 

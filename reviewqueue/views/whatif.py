@@ -7,32 +7,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from .. import stats
 from ..access import operator_required
-from ..charts import Chart, Line, PairChart, PairRow, build_chart, build_pair_chart, watermark_marks
+from ..chart_series import _added_charts
+from ..charts import Chart, Line, build_chart, watermark_marks
+from ..formatting import fmt_change, fmt_figure, fmt_number, fmt_ratio
 from ..forms import (
     AddQueueWhatIfForm,
     LiveWindowForm,
     WhatIfForm,
     scenario_initial,
 )
-from ..models import Queue, SimulationRun, Verdict
+from ..models import Queue, SimulationRun
+from ..selectors.flow import ADD_QUEUE_RATE_WINDOW, LiveFlow, live_flow
+from ..selectors.scope import scope_context
 from ..services import simulations
 from ..services.simulations import ADD_QUEUE_KIND, INLINE_SIMULATION_MINUTES, MAX_ADD_QUEUE_EVENTS
 from .dashboard import ratio_rule
-from .http import HtmxHttpRequest
-from .queues import fmt_ratio, queue_scoped, scope_context
+from .http import HtmxHttpRequest, queue_scoped
 
 # --- what-if ------------------------------------------------------------------------------
 
@@ -202,44 +203,6 @@ def whatif_compare(request: HttpRequest) -> HttpResponse:
 
 # --- what-if: add a queue -------------------------------------------------------------------
 
-# The window the "add a queue" form's live figures are measured over.
-ADD_QUEUE_RATE_WINDOW = "1h"
-
-
-@dataclass(frozen=True)
-class LiveFlow:
-    """What the "add a queue" form starts from: each active queue's arrivals
-    per minute, and the whole team's decisions per minute (every queue's)."""
-
-    window_min: float
-    arrivals_per_min: dict[str, float]
-    decisions: int
-    decisions_per_min: float
-    reviewers: int
-
-
-def live_flow(queues: list[Queue], *, now: datetime | None = None) -> LiveFlow:
-    now = now or timezone.now()
-    window = stats.RATE_WINDOWS[ADD_QUEUE_RATE_WINDOW]
-    by_queue = stats.rates_by_queue(window, now=now)
-    decisions = sum(r.decisions for r in by_queue.values())
-    # One reviewer who decides in two queues is one person of the pool.
-    reviewers = (
-        Verdict.objects.filter(created_at__gt=now - window, created_at__lte=now)
-        .exclude(reviewer=None)
-        .values("reviewer")
-        .distinct()
-        .count()
-    )
-    minutes = window.total_seconds() / 60
-    return LiveFlow(
-        window_min=minutes,
-        arrivals_per_min={q.slug: by_queue[q.pk].arrivals_per_min if q.pk in by_queue else 0.0 for q in queues},
-        decisions=decisions,
-        decisions_per_min=decisions / minutes,
-        reviewers=reviewers,
-    )
-
 
 def added_initial(queues: list[Queue], flow: LiveFlow) -> dict[str, Any]:
     initial: dict[str, Any] = {
@@ -320,27 +283,6 @@ COMPARED_SHOWN = (
 )
 
 
-def fmt_number(value: float | None, digits: int) -> str:
-    return "—" if value is None else f"{value:,.{digits}f}"
-
-
-def fmt_figure(value: float | None, unit: str, digits: int) -> str:
-    if value is None:
-        return "—"
-    return f"{value:,.{digits}f} {unit}"
-
-
-def fmt_change(before: float | None, after: float | None, digits: int) -> tuple[str, str]:
-    """The change as a signed number and its tone: worse (up), better (down) or none."""
-    if before is None or after is None:
-        return "", "muted"
-    delta = round(after - before, digits)
-    if delta == 0:
-        return "=", "muted"
-    sign = "+" if delta > 0 else "−"
-    return f"{sign}{abs(delta):,.{digits}f}", "worse" if delta > 0 else "better"
-
-
 def _added_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Each existing queue's compared figures, without -> with the new queue."""
     rows = []
@@ -362,21 +304,6 @@ def _added_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             )
         rows.append({"slug": slug, "rate": result["without"]["queues"][slug]["production_per_min"], "cells": cells})
     return rows
-
-
-def _added_charts(result: dict[str, Any], slug: str) -> list[Any]:
-    """p95 wait and lost share of each existing queue, without and with ``slug``."""
-    return [
-        build_pair_chart(
-            PairChart(
-                title=f"{title} by queue, without and with {slug}",
-                rows=[PairRow(queue, *result["changes"][queue][key]) for queue in result["changes"]],
-                unit=unit,
-                legend=("without", f"with {slug}"),
-            )
-        )
-        for title, key, unit in (("p95 wait", "p95_wait_min", "min"), ("Lost share", "overflow_pct", "%"))
-    ]
 
 
 def added_result_context(run: SimulationRun) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from reviewqueue.models import Queue
-from reviewqueue.views.dashboard import depth_chart
+from reviewqueue.chart_series import depth_chart
 
 pytestmark = pytest.mark.django_db
 
