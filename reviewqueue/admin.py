@@ -128,7 +128,8 @@ class QueueAdmin(admin.ModelAdmin):
 
 @admin.register(models.RoutingRule)
 class RoutingRuleAdmin(admin.ModelAdmin):
-    """Routing rules in the order they are tried (ARCHITECTURE.md, "Many queues")."""
+    """Routing rules in the order they are tried (ARCHITECTURE.md, "Many queues").
+    Written through services.routing, audited like the operator pages."""
 
     list_display = (
         "position",
@@ -152,16 +153,14 @@ class RoutingRuleAdmin(admin.ModelAdmin):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
-        super().save_model(request, obj, form, change)
-        routing.forget()
+        routing.rule_save(rule=obj, user=request.user)
 
     def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
-        super().delete_model(request, obj)
-        routing.forget()
+        routing.rule_delete(rule_id=obj.pk, user=request.user)
 
     def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
-        super().delete_queryset(request, queryset)
-        routing.forget()
+        for rule_id in queryset.values_list("pk", flat=True):
+            routing.rule_delete(rule_id=rule_id, user=request.user)
 
 
 @admin.register(models.FilterRule)

@@ -1,6 +1,6 @@
 """The verdict export as text: one row per verdict, streamed as CSV or JSON
 Lines in chunks so memory stays flat whatever the row count. The export page
-(views/ops.py) and the ``export_verdicts`` command both stream from here.
+(views/export.py) and the ``export_verdicts`` command both stream from here.
 
 Read-only: nothing here writes, so an export can be repeated at will.
 """

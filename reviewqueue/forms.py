@@ -17,26 +17,17 @@ from .access import REVIEW_PERMISSION
 from .models import AlertChannel, GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
 from .services.errors import InvalidInput
 from .services.identity import PROVIDER_GROUP_PREFIX
-from .services.simulations import ADD_QUEUE_KIND
+from .services.simulations import (
+    ADD_QUEUE_KIND,
+    EVENTS_FLOOR_PER_MIN,
+    MAX_ADD_QUEUE_EVENTS,
+    MAX_ADD_QUEUE_HOURS,
+    MAX_REPLICATIONS,
+    MAX_SIMULATION_EVENTS,
+    add_queue_events,
+    simulation_events,
+)
 from .stats import DEFAULT_RATE_WINDOW, RATE_WINDOWS
-
-# Simulated minutes (replications x duration) above which a what-if runs in
-# the background with a progress bar instead of inside the request.
-INLINE_SIMULATION_MINUTES = 20_000
-INLINE_SIMULATION_EVENTS = 500_000
-MAX_REPLICATIONS = 500
-# The largest run allowed, in simulated work: replications x minutes x
-# (arrivals + decisions per minute + a per-minute floor). At about 8 us per
-# unit (the poisson model, the slower one) this is about two minutes on one
-# core, well within the worker's time limit, and keeps the stored series small.
-MAX_SIMULATION_EVENTS = 10_000_000
-EVENTS_FLOOR_PER_MIN = 10
-
-
-def simulation_events(replications: int, duration_min: int, production: float, review: float) -> float:
-    """The simulated work a run costs, the unit MAX_SIMULATION_EVENTS is in."""
-    return replications * duration_min * (production + review + EVENTS_FLOOR_PER_MIN)
-
 
 # The policy fields that are shares, each with the sentence an operator reads
 # when one is outside [0, 1].
@@ -367,20 +358,10 @@ class WhatIfForm(forms.Form):
             "target_overflow_pct": data.get("target_overflow_pct"),
         }
 
-    def simulated_minutes(self) -> int:
-        return int(self.cleaned_data["replications"]) * int(self.cleaned_data["duration_min"])
-
     def simulated_events(self) -> float:
         data = self.cleaned_data
         return simulation_events(
             data["replications"], data["duration_min"], data["production_per_min"], data["review_per_min"]
-        )
-
-    def runs_inline(self) -> bool:
-        """Small runs finish within the request; larger ones go to a worker with a progress bar."""
-        return (
-            self.simulated_minutes() <= INLINE_SIMULATION_MINUTES
-            and self.simulated_events() <= INLINE_SIMULATION_EVENTS
         )
 
 
@@ -390,25 +371,6 @@ def scenario_initial(scenario: Any, **extra: Any) -> dict[str, Any]:
     data.update({"replications": 20, "seed": 0, "target_overflow_pct": 1.0})
     data.update(extra)
     return data
-
-
-# The largest "add a queue" what-if allowed, in the same unit as
-# MAX_SIMULATION_EVENTS (see add_queue_events), counting both scenarios it
-# runs. Several queues cost about as much per unit as one: at about 8 us a
-# unit this is under a minute on one core.
-MAX_ADD_QUEUE_EVENTS = 5_000_000
-MAX_ADD_QUEUE_HOURS = 168
-
-
-def add_queue_events(
-    replications: int, duration_min: int, rates: list[float], added_rate: float, review: float
-) -> float:
-    """The simulated work of an "add a queue" what-if: the queues without the
-    new one, then with it, each at the per-minute floor of every queue."""
-    n = len(rates)
-    without = sum(rates) + review + EVENTS_FLOOR_PER_MIN * n
-    with_added = without + added_rate + EVENTS_FLOOR_PER_MIN
-    return replications * duration_min * (without + with_added)
 
 
 class AddQueueWhatIfForm(forms.Form):
@@ -551,10 +513,6 @@ class AddQueueWhatIfForm(forms.Form):
             data["production_per_min"],
             data["review_per_min"],
         )
-
-    def runs_inline(self) -> bool:
-        """Small runs finish within the request; larger ones go to a worker with a progress bar."""
-        return self.simulated_events() <= INLINE_SIMULATION_EVENTS
 
     def params(self) -> dict[str, Any]:
         """What a SimulationRun stores: the kind, both scenarios' parts and how to run them."""

@@ -7,7 +7,22 @@ redirects and tests reverse, so a path can change here without touching them.
 from django.contrib import admin
 from django.urls import include, path
 
-from .views import alerts, api, api_items, auth, deliveries, items, metrics, oidc, ops, quality, queues, review
+from .views import (
+    alerts,
+    api,
+    api_items,
+    auth,
+    dashboard,
+    deliveries,
+    export,
+    items,
+    metrics,
+    oidc,
+    quality,
+    queues,
+    review,
+    whatif,
+)
 
 review_urls = (
     [
@@ -27,19 +42,19 @@ review_urls = (
 
 ops_urls = (
     [
-        path("", ops.dashboard, name="dashboard"),
-        path("rules/<int:rule_id>/preview/", ops.rule_preview, name="rule_preview"),
-        path("rules/<int:rule_id>/<str:action>/", ops.rule_decide, name="rule_decide"),
-        path("policy/", ops.policy_settings, name="policy"),
-        path("whatif/", ops.whatif, name="whatif"),
-        path("whatif/run/", ops.whatif_run, name="whatif_run"),
-        path("whatif/compare/", ops.whatif_compare, name="whatif_compare"),
+        path("", dashboard.dashboard, name="dashboard"),
+        path("rules/<int:rule_id>/preview/", dashboard.rule_preview, name="rule_preview"),
+        path("rules/<int:rule_id>/<str:action>/", dashboard.rule_decide, name="rule_decide"),
+        path("policy/", dashboard.policy_settings, name="policy"),
+        path("whatif/", whatif.whatif, name="whatif"),
+        path("whatif/run/", whatif.whatif_run, name="whatif_run"),
+        path("whatif/compare/", whatif.whatif_compare, name="whatif_compare"),
         # "If we add a queue": under whatif/, where no queue slug can be taken for it.
-        path("whatif/add-queue/", ops.queues_whatif, name="queues_whatif"),
-        path("whatif/add-queue/run/", ops.queues_whatif_run, name="queues_whatif_run"),
-        path("whatif/<int:run_id>/", ops.whatif_result, name="whatif_result"),
-        path("export/", ops.export, name="export"),
-        path("export/download/", ops.export_download, name="export_download"),
+        path("whatif/add-queue/", whatif.queues_whatif, name="queues_whatif"),
+        path("whatif/add-queue/run/", whatif.queues_whatif_run, name="queues_whatif_run"),
+        path("whatif/<int:run_id>/", whatif.whatif_result, name="whatif_result"),
+        path("export/", export.export, name="export"),
+        path("export/download/", export.export_download, name="export_download"),
         path("items/", items.item_list, name="items"),
         path("items/bulk/", items.bulk_action, name="items_bulk"),
         path("items/<int:item_id>/", items.item_detail, name="item"),
@@ -87,7 +102,7 @@ urlpatterns = [
     path("review/", include(review_urls)),
     path("ops/", include(ops_urls)),
     # Before the API's own routes: a page for people, signed in, not a token endpoint.
-    path("api/docs", ops.api_docs, name="api_docs"),
+    path("api/docs", export.api_docs, name="api_docs"),
     path("api/", include(api_urls)),
     # Before admin.site.urls, which would otherwise answer it: the admin's
     # sign-in is rate-limited like the site's.

@@ -7,14 +7,17 @@ costs. The recent answers read at most ``PACE_SAMPLE`` rows from each of the
 two tables that hold answers, each from the start of an index on (reviewer,
 time descending), then join only those to their items; the hour's count reads
 only the hour's index entries. Both come back in one statement, prepared on
-PostgreSQL (``reviewqueue.prepared``). Every function here only reads.
+PostgreSQL (``reviewqueue.prepared``). ``_context_panel`` puts them together
+with the queue in view for the page. Every function here only reads.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import statistics
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, Group, User
 from django.db import connection
 from django.utils import timezone
@@ -149,3 +152,57 @@ def reviewable_queues(user: AbstractBaseUser) -> list[Queue]:
     return [
         Queue.from_db(connection.alias, names, list(row)) for row in prepared.fetch(_QUEUES_SQL, {"reviewer": user.pk})
     ]
+
+
+RECENT_VERDICTS = 8
+
+
+def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> dict[str, object]:
+    """What a reviewer needs beside the item: their queues (each one's
+    waiting count and mode, for the switcher), the waiting count and mode of
+    the queue in view, the instructions of the item's queue, their own
+    recent verdicts and pace.
+
+    Two statements (``selectors.review``): the queues, and the recent answers
+    with the last hour's count. A waiting count is ``Queue.waiting``: the
+    depth and the gold copies kept on a queue's row (exact under the queue's
+    lock, recounted by the depth-sampler beat task), so a copy waits, and
+    leaves the count when answered, as a real item does."""
+    now = timezone.now()
+    recent, last_hour = recent_answers(user, now - timedelta(hours=1))
+    spans = [
+        (v.created_at - v.claimed_at).total_seconds()
+        for v in recent
+        if v.claimed_at is not None and v.created_at >= v.claimed_at
+    ]
+    median = statistics.median(spans) if spans else None
+    queues = reviewable_queues(user)
+    if not queues and Queue.default().open_to_all:  # the default queue is made on first use
+        queues = reviewable_queues(user)
+    # An archived queue shows while items still wait in it: they still need a verdict.
+    shown = [q for q in queues if not q.archived or q.waiting or (focus is not None and q.pk == focus.pk)]
+    by_pk = {q.pk: q for q in queues}
+    if item is not None and item.queue_id not in by_pk:  # held from a queue since left
+        by_pk[item.queue_id] = Queue.objects.only(*QUEUE_FIELDS).get(pk=item.queue_id)
+    in_view = by_pk.get(item.queue_id) if item is not None else None
+    in_view = in_view or (by_pk.get(focus.pk) if focus is not None else None)
+    if in_view is None and len(queues) == 1:
+        in_view = queues[0]
+    scope = [focus] if focus is not None else queues
+    return {
+        "queues": shown,
+        "focus": focus,
+        "item_queue": by_pk.get(item.queue_id) if item is not None else None,
+        "queue_in_view": in_view,
+        "all_waiting": sum(q.waiting for q in queues),
+        "waiting": sum(q.waiting for q in scope),
+        "empty_queues": [q for q in scope if not q.waiting],
+        "mode": in_view.mode if in_view is not None else "",
+        "instructions": in_view.instructions if in_view is not None else None,
+        "recent": recent[:RECENT_VERDICTS],
+        "last_hour": last_hour,
+        "median_seconds": median,
+        # Sub-second spans come from scripts, not people; no pace claimed from them.
+        "pace_per_hour": round(3600 / median) if median and median >= 1 else None,
+        "undo_seconds": settings.REVIEWQUEUE_UNDO_SECONDS,
+    }

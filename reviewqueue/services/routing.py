@@ -16,18 +16,22 @@ no lock.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Max
 
 from .. import policy
-from ..models import DEFAULT_QUEUE, Queue, RoutingRule
+from ..models import DEFAULT_QUEUE, PolicyAudit, Queue, RoutingRule
 from .errors import InvalidInput
 
 ROUTING_CACHE_SECONDS = 2.0
+
+log = logging.getLogger("reviewqueue.services")
 
 
 @dataclass(frozen=True)
@@ -132,8 +136,33 @@ def target_of(
 
 
 # --- changing the rules ---------------------------------------------------------------------------
-# The page writes rules only through these; each drops this process's copy of
-# the rules, as a change must (other processes refresh within their TTL).
+# The page, ``manage.py queue route`` and the admin write rules only through
+# these. Each write is audited on the rule's queue like a policy change (who,
+# when, before -> after; ``user`` None is the command line) and drops this
+# process's copy of the rules, as a change must (other processes refresh
+# within their TTL).
+
+
+def describe(rule: RoutingRule) -> str:
+    """A rule in one line for the change log: what it matches and where it
+    sends the work."""
+    parts = [f"producer {rule.producer}" if rule.producer else "", f"kind {rule.task_kind}" if rule.task_kind else ""]
+    if rule.min_priority is not None or rule.max_priority is not None:
+        low = "" if rule.min_priority is None else rule.min_priority
+        high = "" if rule.max_priority is None else rule.max_priority
+        parts.append(f"priority {low}..{high}")
+    if rule.task_id_prefix:
+        parts.append(f"task id {rule.task_id_prefix}*")
+    matched = ", ".join(p for p in parts if p) or "any work"
+    return f"{matched} -> {rule.queue.slug}{'' if rule.enabled else ' (disabled)'}"
+
+
+def _audit(queue: Queue, user: AbstractBaseUser | None, rule_id: int, before: object, after: object) -> None:
+    PolicyAudit.objects.create(queue=queue, user=user, changes={f"routing rule #{rule_id}": [before, after]})
+
+
+def _log(what: str, rule_id: int, user: AbstractBaseUser | None) -> None:
+    log.info(what, extra={"rule": rule_id, "user": getattr(user, "username", None)})
 
 
 def _renumber() -> list[RoutingRule]:
@@ -147,32 +176,52 @@ def _renumber() -> list[RoutingRule]:
     return rules
 
 
-def rule_add(*, rule: RoutingRule) -> RoutingRule:
+def rule_add(*, rule: RoutingRule, user: AbstractBaseUser | None) -> RoutingRule:
     """Save a new (unsaved) rule last in the order. Not safe to repeat: each
     call adds a rule."""
     with transaction.atomic():
         last = RoutingRule.objects.select_for_update().aggregate(p=Max("position"))["p"]
         rule.position = 0 if last is None else last + 1
         rule.save()
+        _audit(rule.queue, user, rule.pk, None, describe(rule))
     forget()
+    _log("routing rule added", rule.pk, user)
     return rule
 
 
-def rule_save(*, rule: RoutingRule) -> RoutingRule:
+def rule_save(*, rule: RoutingRule, user: AbstractBaseUser | None) -> RoutingRule:
     """Save a rule as it is, at its own position (an edited rule, or one the
-    command places). Safe to repeat for an edited rule."""
-    rule.save()
+    command or the admin places). Safe to repeat for an edited rule: an
+    unchanged rule writes no audit entry."""
+    with transaction.atomic():
+        old = None if rule.pk is None else RoutingRule.objects.select_related("queue").filter(pk=rule.pk).first()
+        rule.save()
+        before = None if old is None else describe(old)
+        after = describe(rule)
+        if old is not None and old.position != rule.position:
+            before, after = f"#{old.position + 1}: {before}", f"#{rule.position + 1}: {after}"
+        if before != after:
+            _audit(rule.queue, user, rule.pk, before, after)
+            if old is not None and old.queue_id != rule.queue_id:  # the queue it no longer receives work from
+                _audit(old.queue, user, rule.pk, before, after)
     forget()
+    _log("routing rule saved", rule.pk, user)
     return rule
 
 
-def rule_delete(*, rule_id: int) -> None:
+def rule_delete(*, rule_id: int, user: AbstractBaseUser | None) -> None:
     """Delete a rule; the others keep their order. Safe to repeat."""
-    RoutingRule.objects.filter(pk=rule_id).delete()
+    with transaction.atomic():
+        rule = RoutingRule.objects.select_for_update().select_related("queue").filter(pk=rule_id).first()
+        if rule is None:
+            return
+        rule.delete()
+        _audit(rule.queue, user, rule_id, describe(rule), None)
     forget()
+    _log("routing rule deleted", rule_id, user)
 
 
-def rule_move(*, rule_id: int, step: int) -> None:
+def rule_move(*, rule_id: int, step: int, user: AbstractBaseUser | None) -> None:
     """Swap a rule with its neighbour ``step`` (-1 above, 1 below) away; the
     first and last stay put. Not safe to repeat (it moves again)."""
     with transaction.atomic():
@@ -181,7 +230,10 @@ def rule_move(*, rule_id: int, step: int) -> None:
         if i is None:
             return
         j = i + step
-        if 0 <= j < len(rules):
-            RoutingRule.objects.filter(pk=rules[i].pk).update(position=j)
-            RoutingRule.objects.filter(pk=rules[j].pk).update(position=i)
+        if not 0 <= j < len(rules):
+            return
+        RoutingRule.objects.filter(pk=rules[i].pk).update(position=j)
+        RoutingRule.objects.filter(pk=rules[j].pk).update(position=i)
+        _audit(rules[i].queue, user, rule_id, f"position #{i + 1}", f"position #{j + 1}")
     forget()
+    _log("routing rule moved", rule_id, user)

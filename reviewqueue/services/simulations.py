@@ -1,10 +1,13 @@
-"""What-if simulations run for operators: claiming a queued run, running the
+"""What-if simulations run for operators: starting a run (in the request or
+on a worker, within the size limits), claiming a queued run, running the
 SimPy model on its scenario, and storing a chartable result or a readable
 failure.
 
 The ``run_simulation`` Celery task is a thin entry point into this module;
-the operators' page calls ``execute_simulation`` directly when it runs
-in-process.
+``start`` calls ``execute_simulation`` directly when a run is small enough to
+finish in the request. It never imports the task: ``dispatch`` looks it up by
+its registered name (``task_names.RUN_SIMULATION``), as ``services.runs`` does for
+``run_loop``, so there is no import cycle between services and tasks.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ import math
 from datetime import timedelta
 from typing import Any
 
+from celery import current_app
 from celery.exceptions import SoftTimeLimitExceeded
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..models import SimulationRun
+from .. import task_names
+from ..models import Queue, SimulationRun
 
 # The logger keeps the name these records have always had: log queries filter on it.
 log = logging.getLogger("reviewqueue.ops_tasks")
@@ -30,7 +37,45 @@ __all__ = [
     "failure_message",
     "multi_scenario",
     "recommendation",
+    "start",
 ]
+
+# Simulated minutes (replications x duration) above which a what-if runs in
+# the background with a progress bar instead of inside the request.
+INLINE_SIMULATION_MINUTES = 20_000
+INLINE_SIMULATION_EVENTS = 500_000
+MAX_REPLICATIONS = 500
+# The largest run allowed, in simulated work: replications x minutes x
+# (arrivals + decisions per minute + a per-minute floor). At about 8 us per
+# unit (the poisson model, the slower one) this is about two minutes on one
+# core, well within the worker's time limit, and keeps the stored series small.
+MAX_SIMULATION_EVENTS = 10_000_000
+EVENTS_FLOOR_PER_MIN = 10
+
+
+def simulation_events(replications: int, duration_min: int, production: float, review: float) -> float:
+    """The simulated work a run costs, the unit MAX_SIMULATION_EVENTS is in."""
+    return replications * duration_min * (production + review + EVENTS_FLOOR_PER_MIN)
+
+
+# The largest "add a queue" what-if allowed, in the same unit as
+# MAX_SIMULATION_EVENTS (see add_queue_events), counting both scenarios it
+# runs. Several queues cost about as much per unit as one: at about 8 us a
+# unit this is under a minute on one core.
+MAX_ADD_QUEUE_EVENTS = 5_000_000
+MAX_ADD_QUEUE_HOURS = 168
+
+
+def add_queue_events(
+    replications: int, duration_min: int, rates: list[float], added_rate: float, review: float
+) -> float:
+    """The simulated work of an "add a queue" what-if: the queues without the
+    new one, then with it, each at the per-minute floor of every queue."""
+    n = len(rates)
+    without = sum(rates) + review + EVENTS_FLOOR_PER_MIN * n
+    with_added = without + added_rate + EVENTS_FLOOR_PER_MIN
+    return replications * duration_min * (without + with_added)
+
 
 # A stored result keeps at most this many depth points; longer runs are averaged into buckets.
 MAX_SERIES_POINTS = 2000
@@ -45,6 +90,63 @@ RECOMMEND_RATES_TRIED = 35
 ADD_QUEUE_KIND = "add_queue"
 # The run_simulation task's hard time limit in seconds (its soft limit is a minute less).
 SIMULATION_TIME_LIMIT = 660
+
+
+def runs_inline(params: dict[str, Any]) -> bool:
+    """Small runs finish within the request; larger ones go to a worker with a progress bar."""
+    replications = int(params["replications"])
+    if params.get("kind") == ADD_QUEUE_KIND:
+        multi = params["multi"]
+        events = add_queue_events(
+            replications,
+            multi["duration_min"],
+            [q["production_per_min"] for q in multi["queues"]],
+            params["added"]["production_per_min"],
+            multi["review_per_min"],
+        )
+        return events <= INLINE_SIMULATION_EVENTS
+    scenario = params["scenario"]
+    duration = int(scenario["duration_min"])
+    events = simulation_events(replications, duration, scenario["production_per_min"], scenario["review_per_min"])
+    return replications * duration <= INLINE_SIMULATION_MINUTES and events <= INLINE_SIMULATION_EVENTS
+
+
+def presets() -> dict[str, Any]:
+    """The what-if presets, each a scenario with its description
+    (``simulation.PRESET_CATALOGUE``): what the what-if pages offer and name."""
+    from simulation import PRESET_CATALOGUE
+
+    return PRESET_CATALOGUE
+
+
+def dispatch(run_id: int) -> None:
+    """Send a queued run to a worker: the run_simulation task, found by its name."""
+    current_app.tasks[task_names.RUN_SIMULATION].delay(run_id)
+
+
+def start(
+    *, user: AbstractBaseUser | None, name: str, params: dict[str, Any], queue: Queue | None = None
+) -> SimulationRun:
+    """Record a what-if run (``params`` as the what-if forms store them,
+    already checked against the size limits) and run it: in this process
+    when it is small (``runs_inline``), else on a worker once the row is
+    committed. ``queue``: the queue it simulates; an "add a queue" run is
+    about every queue and is kept under the default one. Not safe to repeat:
+    each call starts a run."""
+    added = params.get("kind") == ADD_QUEUE_KIND
+    run = SimulationRun.objects.create(
+        queue=Queue.default() if queue is None else queue,
+        created_by=user,
+        name=name,
+        params=params,
+        progress_total=(2 if added else 1) * params["replications"],
+    )
+    if runs_inline(params):
+        execute_simulation(run.pk)
+    else:
+        run_id = run.pk
+        transaction.on_commit(lambda: dispatch(run_id))
+    return run
 
 
 def _downsample(series: list[float], limit: int = MAX_SERIES_POINTS) -> tuple[list[float], int]:

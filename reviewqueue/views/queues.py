@@ -11,116 +11,28 @@ readable.
 
 from __future__ import annotations
 
-import functools
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import policy, services, stats
 from ..access import operator_required
+from ..formatting import fmt_duration, fmt_ratio
 from ..forms import QueueCreateForm, QueueMembersForm, RoutePreviewForm, RoutingRuleForm, add_service_errors
 from ..models import DEFAULT_QUEUE, Queue, RoutingRule
+from ..selectors.scope import scope_context, scoped_url
 from ..services import identity, routing
-
-V = TypeVar("V", bound=Callable[..., HttpResponse])
+from .http import unknown_queue_page
 
 # The overview's flow ratio is measured over this window.
 OVERVIEW_RATE_WINDOW = "1h"
-
-
-class UnknownQueue(LookupError):
-    """No queue has this slug."""
-
-    def __init__(self, slug: str) -> None:
-        super().__init__(slug)
-        self.slug = slug
-
-
-def queue_for_operator(request: HttpRequest) -> Queue:
-    """The queue an operator page is about: ``queue`` from the POST body, else
-    from the query string, else the default queue. Raises UnknownQueue."""
-    slug = request.POST.get("queue") if request.method == "POST" and "queue" in request.POST else None
-    if slug is None:
-        slug = request.GET.get("queue", "")
-    if not slug:
-        return Queue.default()
-    queue = Queue.objects.filter(slug=slug).first()
-    if queue is None:
-        raise UnknownQueue(slug)
-    return queue
-
-
-def unknown_queue_page(request: HttpRequest, slug: str) -> HttpResponse:
-    return render(request, "ops/unknown_queue.html", {"slug": slug}, status=404)
-
-
-def queue_scoped(view: V) -> V:
-    """Pass the page's queue to ``view`` as ``queue``; an unknown slug is a 404
-    naming it. Put it under @operator_required, so that only operators learn
-    which slugs exist."""
-
-    @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        try:
-            queue = queue_for_operator(request)
-        except UnknownQueue as exc:
-            return unknown_queue_page(request, exc.slug)
-        return view(request, *args, queue=queue, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def scope_query(queue: Queue) -> str:
-    """The query string that keeps a page on ``queue`` (none for the default queue)."""
-    return "" if queue.slug == DEFAULT_QUEUE else f"?queue={queue.slug}"
-
-
-def scope_context(queue: Queue, *, switch_here: bool = True) -> dict[str, Any]:
-    """What the ops navigation needs to show the queue switcher. On a page
-    that is about one object of the queue (a rule, a run) rather than the
-    queue, ``switch_here`` is False and the switcher opens the other queue's
-    dashboard."""
-    return {
-        "scope": queue,
-        "scope_query": scope_query(queue),
-        "switch_action": "" if switch_here else reverse("ops:dashboard"),
-        "scope_queues": list(Queue.objects.active().order_by("slug").values_list("slug", "name")),
-    }
-
-
-def scoped_url(name: str, queue: Queue, *args: Any) -> str:
-    return reverse(name, args=args) + scope_query(queue)
-
-
-# --- numbers as the operator pages write them ------------------------------------------------
-
-
-def fmt_duration(seconds: float | None) -> str:
-    """'1 h 05 min', '3 min 20 s', '12 s' — short enough for a table cell."""
-    if seconds is None:
-        return "—"
-    s = int(seconds)
-    if s >= 3600:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    if s >= 60:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s} s"
-
-
-def fmt_ratio(ratio: float | None) -> str:
-    if ratio is None:
-        return "—"
-    return "∞" if math.isinf(ratio) else f"{ratio:.2f}"
 
 
 # --- the overview ---------------------------------------------------------------------------
@@ -299,7 +211,7 @@ def routing_rules(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = RoutingRuleForm(request.POST)
         if form.is_valid():
-            rule = routing.rule_add(rule=form.save(commit=False))
+            rule = routing.rule_add(rule=form.save(commit=False), user=request.user)
             messages.success(request, f"Routing rule added: #{rule.position + 1} sends work to {rule.queue.slug}.")
             return redirect("ops:routing")
         return render(request, "ops/routing.html", routing_context(form, preview), status=400)
@@ -313,7 +225,7 @@ def routing_rule_edit(request: HttpRequest, rule_id: int) -> HttpResponse:
     if request.method == "POST":
         form = RoutingRuleForm(request.POST, instance=rule)
         if form.is_valid():
-            routing.rule_save(rule=form.save(commit=False))
+            routing.rule_save(rule=form.save(commit=False), user=request.user)
             messages.success(request, "Routing rule saved.")
             return redirect("ops:routing")
         return render(request, "ops/routing_rule.html", {"form": form, "rule": rule}, status=400)
@@ -324,7 +236,7 @@ def routing_rule_edit(request: HttpRequest, rule_id: int) -> HttpResponse:
 @operator_required
 def routing_rule_delete(request: HttpRequest, rule_id: int) -> HttpResponse:
     get_object_or_404(RoutingRule, pk=rule_id)
-    routing.rule_delete(rule_id=rule_id)
+    routing.rule_delete(rule_id=rule_id, user=request.user)
     messages.success(request, "Routing rule deleted.")
     return redirect("ops:routing")
 
@@ -340,5 +252,5 @@ def routing_rule_move(request: HttpRequest, rule_id: int, direction: str) -> Htt
     if step is None:
         return HttpResponse("unknown direction", status=400)
     get_object_or_404(RoutingRule, pk=rule_id)
-    routing.rule_move(rule_id=rule_id, step=step)
+    routing.rule_move(rule_id=rule_id, step=step, user=request.user)
     return redirect("ops:routing")

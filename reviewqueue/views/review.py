@@ -15,24 +15,19 @@ not review answers 404, whether it exists or not.
 
 from __future__ import annotations
 
-import difflib
 import functools
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap, retarget
@@ -41,27 +36,33 @@ from .. import services
 from ..access import is_operator, is_reviewer, reviewer_required
 from ..forms import GoldForm
 from ..middleware import when_database_lost
-from ..models import Judgement, LoopRun, Queue, ReasonLabel, ReviewItem, Verdict
-from ..selectors import review as review_reads
-from ..templatetags.time_tags import ago
+from ..models import LoopRun, Queue, ReasonLabel, ReviewItem, Verdict
+from ..notices import (
+    EMPTY_EDIT,
+    Notice,
+    _already_decided,
+    _as_seen,
+    _lease_ran_out,
+    _panel_error,
+    _sent_back_words,
+)
+from ..selectors.review import _context_panel
+from ..selectors.review_item import (
+    _as_reviewer_sees_it,
+    _may_see,
+    as_lineage,
+    history,
+    output_diff,
+)
 from .http import HtmxHttpRequest
 
 CARD = "review/queue.html#card"
 # What the decide form may ask for; a send-back has its own form and URL.
 DECIDE_CHOICES = (Verdict.Decision.APPROVE, Verdict.Decision.REJECT, Verdict.Decision.EDIT)
 LEASE = "review/queue.html#lease"
-RECENT_VERDICTS = 8
 SKIPPED_KEY = "review_skipped"
 
 V = TypeVar("V", bound=Callable[..., HttpResponse])
-
-
-@dataclass
-class Notice:
-    """One line telling the reviewer what just happened; ``level`` picks the colour."""
-
-    text: str
-    level: str = "info"
 
 
 @dataclass
@@ -110,58 +111,6 @@ def _queue_url(focus: Queue | None) -> str:
     return reverse("review:queue") + _focus_query(focus)
 
 
-def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> dict[str, object]:
-    """What a reviewer needs beside the item: their queues (each one's
-    waiting count and mode, for the switcher), the waiting count and mode of
-    the queue in view, the instructions of the item's queue, their own
-    recent verdicts and pace.
-
-    Two statements (``selectors.review``): the queues, and the recent answers
-    with the last hour's count. A waiting count is ``Queue.waiting``: the
-    depth and the gold copies kept on a queue's row (exact under the queue's
-    lock, recounted by the depth-sampler beat task), so a copy waits, and
-    leaves the count when answered, as a real item does."""
-    now = timezone.now()
-    recent, last_hour = review_reads.recent_answers(user, now - timedelta(hours=1))
-    spans = [
-        (v.created_at - v.claimed_at).total_seconds()
-        for v in recent
-        if v.claimed_at is not None and v.created_at >= v.claimed_at
-    ]
-    median = statistics.median(spans) if spans else None
-    queues = review_reads.reviewable_queues(user)
-    if not queues and Queue.default().open_to_all:  # the default queue is made on first use
-        queues = review_reads.reviewable_queues(user)
-    # An archived queue shows while items still wait in it: they still need a verdict.
-    shown = [q for q in queues if not q.archived or q.waiting or (focus is not None and q.pk == focus.pk)]
-    by_pk = {q.pk: q for q in queues}
-    if item is not None and item.queue_id not in by_pk:  # held from a queue since left
-        by_pk[item.queue_id] = Queue.objects.only(*review_reads.QUEUE_FIELDS).get(pk=item.queue_id)
-    in_view = by_pk.get(item.queue_id) if item is not None else None
-    in_view = in_view or (by_pk.get(focus.pk) if focus is not None else None)
-    if in_view is None and len(queues) == 1:
-        in_view = queues[0]
-    scope = [focus] if focus is not None else queues
-    return {
-        "queues": shown,
-        "focus": focus,
-        "focus_query": _focus_query(focus),
-        "item_queue": by_pk.get(item.queue_id) if item is not None else None,
-        "queue_in_view": in_view,
-        "all_waiting": sum(q.waiting for q in queues),
-        "waiting": sum(q.waiting for q in scope),
-        "empty_queues": [q for q in scope if not q.waiting],
-        "mode": in_view.mode if in_view is not None else "",
-        "instructions": in_view.instructions if in_view is not None else None,
-        "recent": recent[:RECENT_VERDICTS],
-        "last_hour": last_hour,
-        "median_seconds": median,
-        # Sub-second spans come from scripts, not people; no pace claimed from them.
-        "pace_per_hour": round(3600 / median) if median and median >= 1 else None,
-        "undo_seconds": settings.REVIEWQUEUE_UNDO_SECONDS,
-    }
-
-
 def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 200) -> HttpResponse:
     """The card: the fragment (context panel and switcher out of band) for htmx, else the page."""
     item = state.item
@@ -182,6 +131,7 @@ def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 20
         "lease_left": item.lease_seconds_left() if item is not None else 0,
         "oob": bool(request.htmx),
         **_context_panel(request.user, item, _focus(request)),
+        "focus_query": _focus_query(_focus(request)),
     }
     template = CARD if request.htmx else "review/queue.html"
     return render(request, template, context, status=status)
@@ -217,127 +167,6 @@ def _claim_next(request: HtmxHttpRequest, notices: list[Notice], *, just_skipped
     # A paused reviewer's card says so itself, instead of offering work.
     paused = item is None and services.is_paused(request.user)
     return CardState(item=item, notices=notices, paused=paused)
-
-
-def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.QueueError:
-    """A refused action's error as this reviewer may hear it. About an item
-    outside the queues they review, they hear what they would hear of an
-    item that does not exist: nothing tells them it exists, who holds it or
-    how it was decided. Read only when an action was refused."""
-    if ReviewItem.all_objects.filter(pk=item_id, queue__in=Queue.objects.reviewable_by(user)).exists():
-        return exc
-    return services.QueueError(f"item {item_id} does not exist")
-
-
-def _verdict_words(verdict: Verdict) -> str:
-    """'approved', 'approved with edits', 'sent back' or 'rejected (reason)'."""
-    if verdict.decision == Verdict.Decision.EDIT:
-        return "approved with edits"
-    if verdict.decision == Verdict.Decision.SEND_BACK:
-        return "sent back"
-    if verdict.approved:
-        return "approved"
-    return f"rejected ({verdict.get_reason_label_display()})"
-
-
-def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: str, tried: str = "") -> Notice:
-    """What was recorded on the item, by whom and when, and what became of
-    this (second) verdict: two tabs, a double submit or another reviewer."""
-    tried = tried or ("approval" if approve else "rejection")
-    verdict = Verdict.objects.filter(item_id=item_id).select_related("reviewer").first()
-    mine = Judgement.objects.filter(item_id=item_id, reviewer=reviewer).first()
-    if mine is not None and (verdict is None or verdict.reviewer_id != reviewer.pk):
-        # Their own answer in a double review, or on a gold copy: said as their
-        # verdict, in the same words, and what the others said stays unseen.
-        verdict = Verdict(
-            item_id=item_id,
-            queue_id=None,  # shown, never saved: no queue to read
-            reviewer=reviewer,
-            decision=mine.decision,
-            reason_label=mine.reason_label,
-            created_at=mine.created_at,
-        )
-    if verdict is None:
-        verdict = _copy_answer(item_id, reviewer)
-    if verdict is None:  # a filter rule decided it, or it has only answers (a double review)
-        item = ReviewItem.all_objects.filter(pk=item_id).first()
-        if item is None:
-            return Notice(f"Item #{item_id} was already decided (removed); your {tried} was not recorded.", "error")
-        # Said as for any item, so an answered gold copy reads like an ordinary decided one.
-        status, _ = _as_reviewer_sees_it(reviewer, item, None)
-        return Notice(f"Item #{item_id} was already decided ({status}); your {tried} was not recorded.", "error")
-    recorded = f"{_verdict_words(verdict)} {ago(verdict.created_at)}"
-    if verdict.reviewer_id != reviewer.pk:
-        who = verdict.reviewer.get_username() if verdict.reviewer is not None else "a reviewer since removed"
-        return Notice(
-            f"Item #{item_id} was already {_verdict_words(verdict)} by {who}, {ago(verdict.created_at)}; "
-            f"your {tried} was not recorded.",
-            "error",
-        )
-    same = verdict.approved == approve and (approve or verdict.reason_label == reason_label)
-    if tried == "send-back":
-        same = verdict.decision == Verdict.Decision.SEND_BACK
-    if same:
-        return Notice(f"Your verdict on item #{item_id} was already recorded ({recorded}); nothing changed.")
-    undo_seconds = settings.REVIEWQUEUE_UNDO_SECONDS
-    undo = (
-        f" Undo (u) within {undo_seconds} s of that verdict takes it back."
-        if timezone.now() - verdict.created_at < timedelta(seconds=undo_seconds)
-        else ""
-    )
-    return Notice(
-        f"Item #{item_id} was already {recorded} by you, in another tab or window; this {tried} was "
-        f"not recorded.{undo}",
-        "error",
-    )
-
-
-def _copy_answer(item_id: int, reviewer: User) -> Verdict | None:
-    """Another reviewer's answer on a gold copy, said as a verdict (never
-    saved), so the notice names who decided it as it does for a real item."""
-    answer = (
-        Judgement.objects.filter(item_id=item_id, kind=Judgement.Kind.GOLD)
-        .exclude(reviewer=reviewer)
-        .select_related("reviewer")
-        .first()
-    )
-    if answer is None:
-        return None
-    return Verdict(
-        item_id=item_id,
-        queue_id=None,
-        reviewer=answer.reviewer,
-        decision=answer.decision,
-        reason_label=answer.reason_label,
-        created_at=answer.created_at,
-    )
-
-
-def _lease_ran_out(item_id: int, state: CardState) -> Notice:
-    """Say what really became of an item whose lease ran out before the
-    verdict: claimed again by this reviewer, taken or decided by someone
-    else, or waiting in the queue."""
-    said = f"Your lease on item #{item_id} ran out before your verdict arrived, so the verdict was not recorded."
-    if state.item is not None and state.item.pk == item_id:
-        return Notice(
-            f"{said} Nobody else had taken it, so it is yours again under a new lease: decide it again.", "error"
-        )
-    item = ReviewItem.objects.filter(pk=item_id).select_related("verdict__reviewer").first()
-    if item is None:
-        # A gold copy whose lease ran out is gone; said as for a real item that went back.
-        fate = " It went back to the queue."
-    elif item.status == ReviewItem.Status.SHED:
-        fate = " It has since left the queue."
-    elif item.status in ReviewItem.DECIDED:
-        verdict = getattr(item, "verdict", None)
-        who = verdict.reviewer.get_username() if verdict is not None and verdict.reviewer is not None else None
-        fate = f" {who} has decided it since." if who else " It has been decided since."
-    elif item.status == ReviewItem.Status.CLAIMED:
-        fate = " Another reviewer has it now."
-    else:
-        fate = " It went back to the queue."
-    after = f" Here is item #{state.item.pk}." if state.item is not None else " Nothing else waits right now."
-    return Notice(said + fate + after, "error")
 
 
 def _item_id(raw: str | None) -> int | None:
@@ -430,7 +259,7 @@ def decide(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     decided = time.perf_counter()
     state = _claim_next(request, [] if said is None else [said])
     if said is None:  # the lease ran out: what to say depends on the item handed out now
-        state.notices.insert(0, _lease_ran_out(item_id, state))
+        state.notices.insert(0, _lease_ran_out(item_id, state.item))
         if state.item is not None and state.item.pk == item_id:
             # The same item again: keep what the reviewer typed and picked.
             state.note, state.reason_label = note, "" if approve else reason_label
@@ -570,12 +399,6 @@ def undo(request: HtmxHttpRequest) -> HttpResponse:
 # --- edit and approve, send back -----------------------------------------------------------
 
 
-EMPTY_EDIT = (
-    "The corrected output is empty: type the output to approve, or close the editor (Esc) and press a "
-    "to approve the original. Nothing was recorded."
-)
-
-
 def _invalid_panel(request: HtmxHttpRequest, item_id: int, state: CardState, exc: services.QueueError) -> HttpResponse:
     """The same item again with its editor or note field open, the error in
     it and what was typed kept; a notice instead if the item is gone."""
@@ -584,16 +407,6 @@ def _invalid_panel(request: HtmxHttpRequest, item_id: int, state: CardState, exc
         return _after_post(request, CardState(item=item, notices=[Notice(f"{exc.message}.", "error")]))
     state.item, state.panel_error = item, _panel_error(exc)
     return _render_card(request, state, status=200 if request.htmx else 400)
-
-
-def _panel_error(exc: services.QueueError) -> str:
-    if isinstance(exc, services.InvalidInput) and exc.field == "note":
-        return "Sending back needs a note: say what the next try should change."
-    if isinstance(exc, services.InvalidInput) and exc.message.endswith(EMPTY_EDIT):
-        return EMPTY_EDIT
-    if isinstance(exc, services.InvalidInput) and exc.field == "edited_output":
-        return f"The corrected output is too long ({exc.message.split(': ', 1)[-1]}); nothing was recorded."
-    return exc.message
 
 
 @when_database_lost(VERDICT_NOT_SAVED)
@@ -620,153 +433,13 @@ def send_back(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
         said = Notice(_sent_back_words(verdict))
     state = _claim_next(request, [] if said is None else [said])
     if said is None:
-        state.notices.insert(0, _lease_ran_out(item_id, state))
+        state.notices.insert(0, _lease_ran_out(item_id, state.item))
         if state.item is not None and state.item.pk == item_id:
             state.panel, state.send_back_note = "send_back", note
     return _after_post(request, state)
 
 
-def _sent_back_words(verdict: Verdict) -> str:
-    """What became of a send-back, and how long undo can take it back."""
-    seconds = settings.REVIEWQUEUE_UNDO_SECONDS
-    if verdict.pk is None:  # an answer that settles nothing yet: nobody hears of it now
-        return f"Sent back item #{verdict.item_id} with your note. Undo (u) within {seconds} s takes it back."
-    if LoopRun.objects.filter(resumed_from__item_id=verdict.item_id).exists():
-        return (
-            f"Sent back item #{verdict.item_id}: its loop runs again from this output with your note. "
-            f"Undo (u) within {seconds} s takes it back, until the new run starts."
-        )
-    return f"Sent back item #{verdict.item_id}: its producer gets your note. Undo (u) within {seconds} s takes it back."
-
-
-# How many earlier versions an item's history shows; a longer chain says so.
-HISTORY_DEPTH = 10
-
-
-@dataclass
-class Version:
-    """One earlier version of an item: its output and the verdict that sent it back."""
-
-    item: ReviewItem
-    verdict: Verdict | None
-    # What changed from this version to the next one (escaped in the template).
-    diff: OutputDiff | None = None
-    next_version: int = 0
-
-
-def history(item: ReviewItem) -> list[Version]:
-    """The item's earlier versions, newest first: each one's output, the
-    reviewer's note that sent it back, and the diff to the version after it.
-    No query for an item that is the first of its line, which nearly every
-    item is."""
-    versions: list[Version] = []
-    previous_id = item.previous_version_id
-    newer = item
-    while previous_id is not None and len(versions) < HISTORY_DEPTH:
-        earlier = ReviewItem.objects.select_related("verdict__reviewer").filter(pk=previous_id).first()
-        if earlier is None:
-            break
-        diff = output_diff(
-            earlier.final_output, newer.final_output, f"version {earlier.version}", f"version {newer.version}"
-        )
-        versions.append(
-            Version(item=earlier, verdict=getattr(earlier, "verdict", None), diff=diff, next_version=newer.version)
-        )
-        previous_id, newer = earlier.previous_version_id, earlier
-    return versions
-
-
 # --- the item's page: task, output, verdict, the edit as a diff, history ---------------------
-
-# A diff reads at most this many lines of each side, and shows at most this
-# many characters: difflib is quadratic at worst, and a page of a megabyte
-# helps nobody. What is left out is said on the page.
-DIFF_MAX_LINES = 2000
-DIFF_MAX_CHARS = 100_000
-
-
-@dataclass
-class OutputDiff:
-    """An edit against the original, as unified-diff lines (kind, text); the
-    kinds are add, del, hunk, head and same. ``cut`` says what was left out."""
-
-    lines: list[tuple[str, str]]
-    cut: str = ""
-
-
-def output_diff(original: str, edited: str, old_name: str = "original", new_name: str = "edited") -> OutputDiff:
-    """The edit (or a revision) as a unified diff, line endings made the same
-    first; capped (DIFF_MAX_LINES, DIFF_MAX_CHARS) so a large output stays fast."""
-    before = original.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    after = edited.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    cut = ""
-    if max(len(before), len(after)) > DIFF_MAX_LINES:
-        cut = f"Only the first {DIFF_MAX_LINES} lines of each version are compared."
-        before, after = before[:DIFF_MAX_LINES], after[:DIFF_MAX_LINES]
-    lines: list[tuple[str, str]] = []
-    shown = 0
-    for line in difflib.unified_diff(before, after, old_name, new_name, lineterm="", n=3):
-        shown += len(line)
-        if shown > DIFF_MAX_CHARS:
-            cut = f"The diff is cut after {DIFF_MAX_CHARS:,} characters. " + cut
-            break
-        lines.append((_diff_kind(line), line))
-    return OutputDiff(lines=lines, cut=cut.strip())
-
-
-def _diff_kind(line: str) -> str:
-    if line.startswith(("+++", "---")):
-        return "head"
-    if line.startswith("@@"):
-        return "hunk"
-    return {"+": "add", "-": "del"}.get(line[:1], "same")
-
-
-def _may_see(user: User, item: ReviewItem, verdict: Verdict | None) -> bool:
-    """Operators see every item of every queue; a reviewer, the items of the
-    queues they review that they decided, answered (a double review or a
-    gold copy) or hold."""
-    if is_operator(user):
-        return True
-    if not Queue.objects.reviewable_by(user).filter(pk=item.queue_id).exists():
-        return False
-    if verdict is not None and verdict.reviewer_id == user.pk:
-        return True
-    if item.status == ReviewItem.Status.CLAIMED and item.lease_holder_id == user.pk:
-        return True
-    return Judgement.objects.filter(item=item, reviewer=user).exists()
-
-
-# The status an item shows a reviewer after their own answer, when the item
-# has no settled verdict to show (a gold copy, or a double review still open).
-STATUS_AFTER = {
-    Verdict.Decision.APPROVE: ReviewItem.Status.APPROVED,
-    Verdict.Decision.EDIT: ReviewItem.Status.APPROVED,
-    Verdict.Decision.REJECT: ReviewItem.Status.REJECTED,
-    Verdict.Decision.SEND_BACK: ReviewItem.Status.SENT_BACK,
-}
-
-
-def _as_reviewer_sees_it(
-    user: User, item: ReviewItem, verdict: Verdict | None
-) -> tuple[str, Verdict | Judgement | None]:
-    """The status and verdict a reviewer is shown. A gold copy must look like
-    any other item (its answer measures the reviewer, who must not tell it
-    apart), so a reviewer who answered one sees their own answer as the
-    verdict and the status it would have given an ordinary item; the same
-    holds for their answer on a double review nobody has settled yet."""
-    status = item.get_status_display()
-    if is_operator(user) or (verdict is not None and item.gold_id is None):
-        return status, verdict
-    answers = list(Judgement.objects.filter(item=item).select_related("reviewer").order_by("pk"))
-    own = next((answer for answer in answers if answer.reviewer_id == user.pk), None)
-    if own is None and item.gold_id is not None and answers:
-        # Someone else's answered copy: the status its answer would give, never "gold".
-        return ReviewItem.Status(STATUS_AFTER[Verdict.Decision(answers[0].decision)]).label, None
-    if own is None:
-        # Held, not answered yet: a gold copy is "claimed" like any item.
-        return status, None
-    return ReviewItem.Status(STATUS_AFTER[Verdict.Decision(own.decision)]).label, own
 
 
 def render_item(
@@ -799,17 +472,6 @@ def render_item(
         "gold_form": (gold_form or GoldForm(initial=GoldForm.initial_for(item))) if may_mark else None,
     }
     return render(request, "review/item.html", context, status=status)
-
-
-def as_lineage(item: ReviewItem) -> ReviewItem:
-    """Whose run and versions a reviewer is shown beside ``item``: a gold
-    copy's source item's, since a copy has none of its own and must show
-    what a real item of its kind shows (a loop-fed queue's "Run" row, its
-    earlier versions); any other item's own."""
-    if item.gold_id is None:
-        return item
-    source = ReviewItem.objects.filter(gold_spec__pk=item.gold_id).first()
-    return source or item
 
 
 # Items an operator may mark as gold: decided by a person.

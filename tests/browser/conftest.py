@@ -140,7 +140,7 @@ def worker_later(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[threading.Thr
         threads.append(thread)
         thread.start()
 
-    monkeypatch.setattr("reviewqueue.views.ops.run_simulation.delay", delay)
+    monkeypatch.setattr("reviewqueue.services.simulations.dispatch", delay)
     yield threads
     for thread in threads:
         thread.join(timeout=180)

@@ -138,5 +138,5 @@ class Command(BaseCommand):
         if options["exist_ok"] and same is not None:
             self.stdout.write(f"routing rule #{same.pk} exists")
             return
-        routing.rule_save(rule=rule)
+        routing.rule_save(rule=rule, user=None)
         self.stdout.write(f"routing rule #{rule.pk}: matching work goes to {rule.queue.slug}")

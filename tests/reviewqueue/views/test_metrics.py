@@ -106,7 +106,7 @@ def test_each_queue_has_its_own_series(client: Client, operator: User, admit_ite
 def test_it_labels_at_most_the_limit_of_queues_and_sums_the_rest(
     client: Client, operator: User, admit_item: Any
 ) -> None:
-    from reviewqueue.views.metrics import METRICS_MAX_QUEUES
+    from reviewqueue.selectors.metrics import METRICS_MAX_QUEUES
 
     for i in range(METRICS_MAX_QUEUES + 3):
         services.create_queue(user=None, slug=f"q{i:03d}", settings={"capacity": 10})

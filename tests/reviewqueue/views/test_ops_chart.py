@@ -10,8 +10,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from reviewqueue.chart_series import depth_chart
 from reviewqueue.models import Queue
-from reviewqueue.views.ops import depth_chart
 
 pytestmark = pytest.mark.django_db
 

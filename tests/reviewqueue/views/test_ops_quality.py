@@ -398,7 +398,7 @@ def test_the_page_after_a_change_is_not_a_cached_copy(ops_client: Client, make_u
 def test_a_second_answer_on_a_gold_copy_is_told_as_on_any_item(
     admit_item: Any, reviewer: User, make_user: Any, operator: User
 ) -> None:
-    from reviewqueue.views.review import _already_decided
+    from reviewqueue.notices import _already_decided
 
     source = decided(admit_item, reviewer, approve=True)
     gold = GoldItem.objects.create(item=source, expected_decision="approve", created_by=operator)

@@ -14,9 +14,14 @@ from django.test import Client
 from django.urls import reverse
 
 from reviewqueue import services
-from reviewqueue.forms import MAX_ADD_QUEUE_EVENTS, MAX_REPLICATIONS
 from reviewqueue.models import Queue, SimulationRun
-from reviewqueue.services.simulations import ADD_QUEUE_KIND, _json_safe, execute_simulation
+from reviewqueue.services.simulations import (
+    ADD_QUEUE_KIND,
+    MAX_ADD_QUEUE_EVENTS,
+    MAX_REPLICATIONS,
+    _json_safe,
+    execute_simulation,
+)
 from reviewqueue.tasks.periodic import run_simulation
 from simulation import MultiScenario, QueueSpec, what_if_added
 
@@ -139,13 +144,13 @@ def test_a_bad_input_is_named_at_its_field_and_nothing_runs(
 def test_the_largest_allowed_run_is_accepted_and_one_more_hour_is_not(
     client: Client, operator: User, two_queues: None
 ) -> None:
-    from reviewqueue.forms import add_queue_events
+    from reviewqueue.services.simulations import add_queue_events
 
     rates, review, added = [0.5, 1.0, 0.5], 2.5, 1.2
     per_hour = add_queue_events(1, 60, rates, added, review)
     reps = int(MAX_ADD_QUEUE_EVENTS // (per_hour * 8))
     client.force_login(operator)
-    with mock.patch("reviewqueue.views.ops.run_simulation.delay"):
+    with mock.patch("reviewqueue.services.simulations.dispatch"):
         ok = client.post(reverse(RUN), _form(hours=8, replications=reps))
         too_big = client.post(reverse(RUN), _form(hours=8, replications=reps + 1))
     assert ok.status_code == 302
@@ -211,7 +216,7 @@ def test_a_larger_run_goes_to_the_worker_and_shows_progress(
     form = _form(hours=24, replications=20)
     client.force_login(operator)
     with (
-        mock.patch("reviewqueue.views.ops.run_simulation.delay") as delay,
+        mock.patch("reviewqueue.services.simulations.dispatch") as delay,
         django_capture_on_commit_callbacks(execute=True),
     ):
         response = client.post(reverse(RUN), form)

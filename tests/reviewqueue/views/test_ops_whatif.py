@@ -97,7 +97,7 @@ def test_it_sends_a_long_simulation_to_a_worker(
 ) -> None:
     client.force_login(operator)
     with (
-        mock.patch("reviewqueue.views.ops.run_simulation.delay") as delay,
+        mock.patch("reviewqueue.services.simulations.dispatch") as delay,
         django_capture_on_commit_callbacks(execute=True),
     ):
         response = client.post(reverse("ops:whatif_run"), _preset_form("A", replications=300, duration_min=120))

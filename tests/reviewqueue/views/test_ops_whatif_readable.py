@@ -9,9 +9,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from reviewqueue.forms import MAX_SIMULATION_EVENTS, simulation_events
 from reviewqueue.models import SimulationRun
-from reviewqueue.services.simulations import execute_simulation
+from reviewqueue.services.simulations import MAX_SIMULATION_EVENTS, execute_simulation, simulation_events
 from simulation import PRESET_DESCRIPTIONS
 
 from .test_ops_whatif import _preset_form
@@ -100,7 +99,7 @@ def test_it_accepts_the_largest_run_allowed(client: Client, operator: User) -> N
     client.force_login(operator)
     from unittest import mock
 
-    with mock.patch("reviewqueue.views.ops.run_simulation.delay"):
+    with mock.patch("reviewqueue.services.simulations.dispatch"):
         response = client.post(reverse("ops:whatif_run"), form)
     assert response.status_code == 302
 
@@ -156,7 +155,7 @@ def test_no_shedding_time_beside_losses_is_explained(client: Client, operator: U
 
 
 def test_less_draft_time_is_not_coloured_as_better_when_adding_a_queue() -> None:
-    from reviewqueue.views.ops import COMPARED_SHOWN, _added_rows
+    from reviewqueue.views.whatif import COMPARED_SHOWN, _added_rows
 
     figures = {c.key: [10.0, 12.0] for c in COMPARED_SHOWN}
     figures["time_in_draft_min"] = [30.0, 5.0]

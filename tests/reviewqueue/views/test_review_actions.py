@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from reviewqueue import services
 from reviewqueue.models import LoopRun, ReviewItem, Verdict
-from reviewqueue.views.review import DIFF_MAX_LINES, output_diff
+from reviewqueue.selectors.review_item import DIFF_MAX_LINES, output_diff
 
 HX = {"HTTP_HX_REQUEST": "true"}
 AdmitItem = Callable[..., Any]

@@ -1,0 +1,45 @@
+"""Numbers as the operator pages write them: durations, flow ratios, figures
+with their unit and the change between two of them. Plain Python: no Django."""
+
+from __future__ import annotations
+
+import math
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """'1 h 05 min', '3 min 20 s', '12 s' — short enough for a table cell."""
+    if seconds is None:
+        return "—"
+    s = int(seconds)
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s} s"
+
+
+def fmt_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "—"
+    return "∞" if math.isinf(ratio) else f"{ratio:.2f}"
+
+
+def fmt_number(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def fmt_figure(value: float | None, unit: str, digits: int) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f} {unit}"
+
+
+def fmt_change(before: float | None, after: float | None, digits: int) -> tuple[str, str]:
+    """The change as a signed number and its tone: worse (up), better (down) or none."""
+    if before is None or after is None:
+        return "", "muted"
+    delta = round(after - before, digits)
+    if delta == 0:
+        return "=", "muted"
+    sign = "+" if delta > 0 else "−"
+    return f"{sign}{abs(delta):,.{digits}f}", "worse" if delta > 0 else "better"
