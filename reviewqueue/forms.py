@@ -80,6 +80,7 @@ class PolicyForm(forms.ModelForm):
             "age_low_minutes": "Age watermark: low (minutes)",
             "sla_risk_minutes": "Alert: SLA at risk within (minutes)",
             "alert_age_minutes": "Alert: oldest item older than (minutes)",
+            "escalation_delay_minutes": "Double review: operators settle a disagreement after (minutes)",
         }
         help_texts: ClassVar[dict[str, str]] = {
             "instructions": "Shown on the review page and in its ? help. Markdown: **bold**, *italic*, lists, "
@@ -121,6 +122,9 @@ class PolicyForm(forms.ModelForm):
             "sla_risk_minutes": "An 'SLA at risk' alert goes out when, at the live pace, an item is forecast to pass "
             "the SLA within this many minutes.",
             "alert_age_minutes": "Optional. An alert goes out when the oldest waiting item is older than this.",
+            "escalation_delay_minutes": "When two reviewers disagree, a third one settles it; after this many "
+            "minutes without one, it goes to the operators on the review quality page. 0 sends it at once; blank "
+            "waits for a third reviewer however long. With no third reviewer in the queue, it goes at once.",
         }
         widgets: ClassVar[dict[str, Any]] = {"instructions": forms.Textarea(attrs={"rows": 8})}
 
@@ -212,9 +216,13 @@ class PolicyForm(forms.ModelForm):
     @staticmethod
     def age_errors(data: dict[str, Any]) -> dict[str, str]:
         """The SLA and age rules: an SLA of a minute or more; the age
-        watermark's marks both or neither, 0 <= low < high; an alert age above 0."""
+        watermark's marks both or neither, 0 <= low < high; an alert age above
+        0; an escalation delay of 0 or more."""
         if data.get("sla_minutes") is not None and data["sla_minutes"] < 1:
             return {"sla_minutes": "The SLA must be at least 1 minute."}
+        delay = data.get("escalation_delay_minutes")
+        if delay is not None and not delay >= 0:
+            return {"escalation_delay_minutes": "The delay must be 0 minutes or more, or left blank."}
         alert_age = data.get("alert_age_minutes")
         if alert_age is not None and not alert_age > 0:
             return {"alert_age_minutes": "The age limit must be above 0 minutes, or left blank."}

@@ -177,6 +177,13 @@ class Queue(models.Model):
     alert_age_minutes = models.FloatField(
         null=True, blank=True, help_text="alert when the oldest waiting item is older than this; blank: no such alert"
     )
+    escalation_delay_minutes = models.FloatField(
+        null=True,
+        blank=True,
+        default=60.0,
+        help_text="a double review's disagreement waits this long for a third reviewer, then an operator settles "
+        "it; 0: at once; blank: it waits for a third reviewer however long",
+    )
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.NORMAL)
     depth = models.PositiveIntegerField(
         default=0,
@@ -210,6 +217,7 @@ class Queue(models.Model):
         "age_low_minutes",
         "sla_risk_minutes",
         "alert_age_minutes",
+        "escalation_delay_minutes",
     )
 
     objects = QueueQuerySet.as_manager()
@@ -328,6 +336,8 @@ class Queue(models.Model):
             errors["sla_minutes"] = "must be at least 1 minute"
         if self.alert_age_minutes is not None and not self.alert_age_minutes > 0:
             errors["alert_age_minutes"] = "must be above 0 minutes, or blank"
+        if self.escalation_delay_minutes is not None and not self.escalation_delay_minutes >= 0:
+            errors["escalation_delay_minutes"] = "must be 0 minutes or more, or blank"
         if errors:
             raise ValidationError(errors)
 

@@ -313,6 +313,8 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-webhooks": {"task": "reviewqueue.tasks.webhooks.sweep", "schedule": timedelta(seconds=5)},
     # The reviewers' error rates, for the noise-aware tuner and the quality page.
     "estimate-reliability": {"task": "reviewqueue.tasks.estimate_reliability", "schedule": timedelta(seconds=60)},
+    # Double reviews' disagreements that waited past their queue's delay go to the operators.
+    "escalate-disagreements": {"task": "reviewqueue.tasks.escalate_disagreements", "schedule": timedelta(seconds=60)},
     # Alert conditions (SLA, age, deliveries, sandbox, paused reviewers); mode changes also trigger it.
     "evaluate-alerts": {"task": "reviewqueue.tasks.evaluate_alerts", "schedule": timedelta(seconds=30)},
 }

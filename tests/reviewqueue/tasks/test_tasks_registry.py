@@ -7,6 +7,7 @@ from __future__ import annotations
 from reviewqueue.celery import app
 
 EXPECTED_TASKS = {
+    "reviewqueue.tasks.escalate_disagreements",
     "reviewqueue.tasks.estimate_reliability",
     "reviewqueue.tasks.evaluate_alerts",
     "reviewqueue.tasks.expire_leases",
