@@ -305,6 +305,9 @@ class WhatIfForm(forms.Form):
         f"(replications × minutes × (production + review + {EVENTS_FLOOR_PER_MIN}))",
     )
     seed = forms.IntegerField(min_value=0, max_value=2**31, initial=0)
+    # Today's backlog when the form was prefilled from live data: the waiting
+    # items' ages in minutes, comma-separated; blank starts from an empty queue.
+    initial_ages_min = forms.CharField(required=False, widget=forms.HiddenInput)
     target_overflow_pct = forms.FloatField(
         min_value=0, max_value=100, required=False, initial=1.0, label="Target overflow % for the recommendation"
     )
@@ -337,7 +340,13 @@ class WhatIfForm(forms.Form):
         for name in self.OPTIONAL_MINUTES:
             data[name] = data.get(name) or 0.0
         try:
-            self.scenario = Scenario.from_dict({k: data[k] for k in self.SCENARIO_FIELDS})
+            ages = [float(age) for age in (data.get("initial_ages_min") or "").split(",") if age.strip()]
+        except ValueError:
+            self.add_error(None, "The backlog to start from is not a list of ages; load the live data again.")
+            return data
+        try:
+            fields = {k: data[k] for k in self.SCENARIO_FIELDS}
+            self.scenario = Scenario.from_dict({**fields, "initial_ages_min": ages})
         except ValueError as exc:
             field, _, message = str(exc).partition(": ")
             self.add_error(field if field in self.fields else None, message or str(exc))
@@ -357,6 +366,12 @@ class WhatIfForm(forms.Form):
                 f"{data['duration_min']} minutes at these rates. {advice}",
             )
         return data
+
+    @property
+    def backlog_size(self) -> int:
+        """How many waiting items the run starts from (the hidden field's ages)."""
+        value = self["initial_ages_min"].value() or ""
+        return sum(1 for age in str(value).split(",") if age.strip())
 
     def params(self) -> dict[str, Any]:
         """What a SimulationRun stores: the scenario and how to run it."""
@@ -385,9 +400,15 @@ class WhatIfForm(forms.Form):
         )
 
 
+def backlog_text(ages: Any) -> str:
+    """The hidden backlog field's value: ages in minutes, comma-separated."""
+    return ",".join(f"{age:g}" for age in ages)
+
+
 def scenario_initial(scenario: Any, **extra: Any) -> dict[str, Any]:
     """Initial form values from a simulation.Scenario."""
     data = {name: getattr(scenario, name) for name in WhatIfForm.SCENARIO_FIELDS}
+    data["initial_ages_min"] = backlog_text(scenario.initial_ages_min)
     data.update({"replications": 20, "seed": 0, "target_overflow_pct": 1.0})
     data.update(extra)
     return data

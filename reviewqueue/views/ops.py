@@ -37,10 +37,12 @@ from ..forms import (
     PolicyForm,
     WhatIfForm,
     add_service_errors,
+    backlog_text,
     scenario_initial,
 )
 from ..models import FilterRule, PolicyAudit, Queue, ReasonLabel, SimulationRun, Verdict
 from ..policy import FILTER_GATES
+from ..selectors import whatif as whatif_selectors
 from ..services.simulations import ADD_QUEUE_KIND, execute_simulation
 from ..tasks.periodic import run_simulation
 from .http import HtmxHttpRequest
@@ -286,6 +288,7 @@ def live_initial(window_key: str, queue: Queue) -> tuple[dict[str, Any], stats.R
         sla_minutes=float(queue.sla_minutes),
         age_high_minutes=queue.age_high_minutes or 0.0,
         age_low_minutes=queue.age_low_minutes or 0.0,
+        initial_ages_min=backlog_text(whatif_selectors.waiting_ages(queue)),
     )
     return initial, flow
 
