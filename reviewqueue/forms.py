@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 
 from . import export, oidc
 from .models import AlertChannel, GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
+from .selectors.routing import task_kinds
 from .services.errors import InvalidInput
 from .services.identity import PROVIDER_GROUP_PREFIX
 from .services.simulations import ADD_QUEUE_KIND
@@ -828,9 +829,12 @@ class RoutingRuleForm(forms.ModelForm):
             "enabled": "Enabled",
         }
 
+    task_kind = forms.ChoiceField(required=False, label="Task kind", help_text="the kinds seen so far; blank: any kind")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["queue"].queryset = Queue.objects.active().order_by("slug")  # type: ignore[attr-defined]
+        self.fields["task_kind"].choices = task_kind_choices("any kind")  # type: ignore[attr-defined]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -844,7 +848,7 @@ class RoutePreviewForm(forms.Form):
     """Where would this work go? The same fields routing reads."""
 
     producer = forms.CharField(required=False, max_length=100)
-    task_kind = forms.CharField(required=False, max_length=20, label="Task kind")
+    task_kind = forms.ChoiceField(required=False, label="Task kind")
     priority = forms.IntegerField(initial=0)
     task_id = forms.CharField(required=False, max_length=200, label="Task id")
 
@@ -853,6 +857,12 @@ class RoutePreviewForm(forms.Form):
         # fields of the same names), so each label points into its own form.
         kwargs.setdefault("auto_id", "preview_%s")
         super().__init__(*args, **kwargs)
+        self.fields["task_kind"].choices = task_kind_choices("none")  # type: ignore[attr-defined]
+
+
+def task_kind_choices(blank: str) -> list[tuple[str, str]]:
+    """A task-kind select's options: ``blank`` first, then the kinds seen."""
+    return [("", blank), *((kind, kind) for kind in task_kinds())]
 
 
 def add_service_errors(form: forms.BaseForm, exc: ValidationError | InvalidInput) -> None:

@@ -101,3 +101,12 @@ def test_it_sets_the_escalation_delay_and_refuses_a_negative_one(client: Client,
     assert response.status_code == 302
     assert Queue.current().escalation_delay_minutes == 20
     assert PolicyAudit.objects.get().changes == {"escalation_delay_minutes": [60.0, 20.0]}
+
+
+def test_a_checkbox_sits_before_its_label_on_one_line(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    body = client.get(reverse("ops:policy")).content.decode()
+    field = body.split('class="field field-check')[1].split("</div>")[0]
+    line = field.split('class="check-line">')[1].split("</span>")[0]
+    assert line.index('type="checkbox"') < line.index("<label")
+    assert 'name="gold_pause"' in line
