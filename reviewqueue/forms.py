@@ -3,6 +3,7 @@ export's filters. The export itself (rows, CSV, JSON Lines) is export.py."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from django import forms
@@ -607,8 +608,19 @@ class ExportForm(forms.Form):
     """Filters for the verdict export; all optional."""
 
     format = forms.ChoiceField(choices=[("csv", "CSV"), ("jsonl", "JSON Lines")], initial="csv")
-    since = forms.DateTimeField(required=False, help_text="ISO date/time, UTC")
-    until = forms.DateTimeField(required=False)
+    # Date pickers; the fields still take an ISO date/time, which links and scripts may carry.
+    since = forms.DateTimeField(
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+        label="From (day, UTC)",
+        help_text="from the start of this day",
+    )
+    until = forms.DateTimeField(
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+        label="To (day, UTC)",
+        help_text="to the end of this day",
+    )
     label = forms.ChoiceField(choices=[("", "any"), *ReviewItem.Label.choices], required=False)
     reviewer = forms.CharField(required=False, max_length=150, help_text="username")
     dataset = forms.BooleanField(
@@ -623,6 +635,13 @@ class ExportForm(forms.Form):
         if name and not get_user_model().objects.filter(username=name).exists():
             raise forms.ValidationError(f"no user named {name!r}")
         return name
+
+    def clean_until(self) -> datetime | None:
+        """A day (what the date picker sends) runs to its end; a date/time is taken as it is."""
+        until = self.cleaned_data.get("until")
+        if until is not None and len(str(self.data.get("until", "")).strip()) == len("2026-01-31"):
+            until += timedelta(days=1)  # the export reads ``until`` as exclusive
+        return until
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
