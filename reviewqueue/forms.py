@@ -54,6 +54,11 @@ class PolicyForm(forms.ModelForm):
     in the same terms as the field's help text; the model's clean() enforces
     the same rules again for every other writer (the admin, the API)."""
 
+    # The instructions come last, beside their preview.
+    field_order: ClassVar[list[str]] = [name for name in Queue.EDITABLE_FIELDS if name != "instructions"] + [
+        "instructions"
+    ]
+
     class Meta:
         model = Queue
         fields = Queue.EDITABLE_FIELDS

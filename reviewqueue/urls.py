@@ -7,7 +7,7 @@ redirects and tests reverse, so a path can change here without touching them.
 from django.contrib import admin
 from django.urls import include, path
 
-from .views import alerts, api, auth, deliveries, metrics, oidc, ops, quality, queues, review
+from .views import alerts, api, auth, deliveries, instructions, metrics, oidc, ops, quality, queues, review
 
 review_urls = (
     [
@@ -30,6 +30,7 @@ ops_urls = (
         path("rules/<int:rule_id>/preview/", ops.rule_preview, name="rule_preview"),
         path("rules/<int:rule_id>/<str:action>/", ops.rule_decide, name="rule_decide"),
         path("policy/", ops.policy_settings, name="policy"),
+        path("policy/instructions/preview/", instructions.instructions_preview, name="instructions_preview"),
         path("whatif/", ops.whatif, name="whatif"),
         path("whatif/run/", ops.whatif_run, name="whatif_run"),
         path("whatif/compare/", ops.whatif_compare, name="whatif_compare"),
