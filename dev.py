@@ -19,6 +19,7 @@ import sys
 import time
 import venv
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -27,8 +28,9 @@ CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
 BWRAP = Path("/usr/bin/bwrap")
 
 
-def sh(*args: str | Path, env: dict[str, str] | None = None) -> None:
-    subprocess.run([str(a) for a in args], check=True, cwd=ROOT, env=env)
+def sh(*args: str | Path, env: dict[str, str] | None = None, log: IO[bytes] | None = None) -> None:
+    """Run a command; its output goes to ``log`` when given, else to the terminal."""
+    subprocess.run([str(a) for a in args], check=True, cwd=ROOT, env=env, stdout=log, stderr=log)
 
 
 def ensure_venv() -> None:
@@ -150,12 +152,14 @@ def demo_load() -> dict[str, float]:
 class Waves:
     """Submits rounds of the suite in waves, one short-lived `submit_suite` per round."""
 
-    def __init__(self, load: dict[str, float], manage: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self, load: dict[str, float], manage: list[str], env: dict[str, str], log: IO[bytes] | None = None
+    ) -> None:
         self.round_s = load["DEMO_ROUND_SECONDS"]
         self.busy_s = load["DEMO_BUSY_MINUTES"] * 60
         self.cycle_s = self.busy_s + load["DEMO_QUIET_MINUTES"] * 60
         self.batch = str(int(load["DEMO_BATCH"]))
-        self.manage, self.env = manage, env
+        self.manage, self.env, self.log = manage, env, log
         self.start = time.monotonic()
         self.sent: set[tuple[int, int]] = set()
         self.running: list[subprocess.Popen] = []
@@ -167,7 +171,8 @@ class Waves:
         if offset < self.busy_s and key not in self.sent:
             self.sent.add(key)
             command = [*self.manage, "submit_suite", "--repeat", "1", "--batch", self.batch]
-            self.running.append(subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
+            out = self.log or subprocess.DEVNULL
+            self.running.append(subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=out, stderr=out))
 
     def stop(self) -> None:
         for p in self.running:
@@ -179,29 +184,31 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def demo_accounts(manage: list[str], env: dict[str, str]) -> dict[str, str]:
+def demo_accounts(manage: list[str], env: dict[str, str], log: IO[bytes] | None = None) -> dict[str, str]:
     """Migrate, and make the demo's reviewer and operator with this checkout's passwords."""
-    sh(*manage, "migrate", "--no-input", "-v", "0", env=env)
+    sh(*manage, "migrate", "--no-input", "-v", "0", env=env, log=log)
     logins = demo_logins()
     for name in ("reviewer", "reviewer2"):
-        sh(*manage, "setup_roles", "--user", name, "--role", "reviewer", "--password", logins[name], env=env)
+        role = ["--user", name, "--role", "reviewer", "--password", logins[name]]
+        sh(*manage, "setup_roles", *role, env=env, log=log)
     operator = ["--user", "operator", "--role", "operator", "--password", logins["operator"], "--staff"]
-    sh(*manage, "setup_roles", *operator, env=env)
+    sh(*manage, "setup_roles", *operator, env=env, log=log)
     # A second queue, so the queue switcher and the operators' overview have
     # something to show: the suite's open tasks (no checks at all) go there.
     docs = ["docs", "--name", "Open tasks", "--capacity", "20", "--open-to-all", "--exist-ok"]
-    sh(*manage, "queue", "create", *docs, env=env)
-    sh(*manage, "queue", "route", "docs", "--task-kind", "open", "--exist-ok", env=env)
+    sh(*manage, "queue", "create", *docs, env=env, log=log)
+    sh(*manage, "queue", "route", "docs", "--task-kind", "open", "--exist-ok", env=env, log=log)
     return logins
 
 
-def demo_processes(manage: list[str], env: dict[str, str], port: int) -> list[subprocess.Popen]:
-    """A Celery worker with beat, and the web server."""
+def demo_processes(manage: list[str], env: dict[str, str], port: int, log: IO[bytes]) -> list[subprocess.Popen]:
+    """A Celery worker with beat, and the web server, both writing to ``log``."""
     schedule = str(ROOT / "var" / "celerybeat-schedule")
     worker = [str(PY), "-m", "celery", "-A", "reviewqueue.celery", "worker", "-B", "--concurrency=2"]
+    server = [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"]
     return [
-        subprocess.Popen([*worker, "--loglevel=WARNING", "-s", schedule], cwd=ROOT, env=env),
-        subprocess.Popen([*manage, "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT, env=env),
+        subprocess.Popen([*worker, "--loglevel=WARNING", "-s", schedule], cwd=ROOT, env=env, stdout=log, stderr=log),
+        subprocess.Popen(server, cwd=ROOT, env=env, stdout=log, stderr=log),
     ]
 
 
@@ -221,17 +228,14 @@ def stop_processes(procs: list[subprocess.Popen]) -> None:
             p.kill()
 
 
-def demo(port: int = 8000) -> int:
-    load = demo_load()
-    ensure_venv()
-    ensure_bubblewrap()
-    env = redline_env({**os.environ, "DEBUG": os.environ.get("DEBUG", "1"), "PYTHONUNBUFFERED": "1"})
-    manage = [str(PY), "manage.py"]
-    logins = demo_accounts(manage, env)
-    procs = demo_processes(manage, env, port)
-    waves = Waves(load, manage, env)
-    time.sleep(3)
-    print(
+def demo_log_path() -> Path:
+    """Where the demo's processes write: the terminal keeps only the banner."""
+    return ROOT / "var" / "demo.log"
+
+
+def demo_banner(port: int, logins: dict[str, str], load: dict[str, float]) -> str:
+    log = demo_log_path().relative_to(ROOT)
+    return (
         "\n"
         "  reviewqueue demo is running\n"
         f"  open       http://127.0.0.1:{port}/\n"
@@ -240,16 +244,48 @@ def demo(port: int = 8000) -> int:
         f"  operator   operator / {logins['operator']}   (dashboard, review quality, what-if, policy, admin)\n"
         f"  load       a round of the suite every {load['DEMO_ROUND_SECONDS']:g} s for "
         f"{load['DEMO_BUSY_MINUTES']:g} min, then {load['DEMO_QUIET_MINUTES']:g} min quiet (DEMO_* variables)\n"
-        "  loops of the built-in suite are filling the queue; Ctrl-C stops everything\n",
-        flush=True,
+        f"  logs       {log}   (tail -f {log}: the web server's, the worker's and the loops')\n"
+        "  loops of the built-in suite are filling the queue; Ctrl-C stops everything\n"
     )
+
+
+def status_line(started: float, rounds: int) -> str:
+    """The one line under the banner that changes, rewritten in place."""
+    minutes, seconds = divmod(int(time.monotonic() - started), 60)
+    return f"\r  up {minutes:d} min {seconds:02d} s, {rounds} round{'s' if rounds != 1 else ''} of the suite sent "
+
+
+def demo(port: int = 8000) -> int:
+    """Start the demo; its processes log to var/demo.log, so the terminal
+    shows the banner with the logins and one status line, nothing else."""
+    load = demo_load()
+    ensure_venv()
+    ensure_bubblewrap()
+    env = redline_env({**os.environ, "DEBUG": os.environ.get("DEBUG", "1"), "PYTHONUNBUFFERED": "1"})
+    manage = [str(PY), "manage.py"]
+    demo_log_path().parent.mkdir(exist_ok=True)
+    with demo_log_path().open("ab") as log:
+        logins = demo_accounts(manage, env, log)
+        procs = demo_processes(manage, env, port, log)
+        waves = Waves(load, manage, env, log)
+        time.sleep(3)
+        print(demo_banner(port, logins, load), flush=True)
+        return run_demo(procs, waves)
+
+
+def run_demo(procs: list[subprocess.Popen], waves: Waves) -> int:
+    """Submit the waves until Ctrl-C or a process stops, then stop them all."""
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` or a supervisor stops it like Ctrl-C
+    started, live = time.monotonic(), sys.stdout.isatty()
     try:
         while all(p.poll() is None for p in procs):
             waves.tick()
+            if live:
+                print(status_line(started, len(waves.sent)), end="", flush=True)
             time.sleep(1)
+        print(f"\n  a demo process stopped; see {demo_log_path().relative_to(ROOT)}", flush=True)
     except KeyboardInterrupt:
-        pass
+        print(flush=True)
     finally:
         waves.stop()
         stop_processes(procs)

@@ -3,6 +3,7 @@ export's filters. The export itself (rows, CSV, JSON Lines) is export.py."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from django import forms
@@ -15,6 +16,7 @@ from django.db.models import QuerySet
 from . import export, oidc, policy
 from .access import REVIEW_PERMISSION
 from .models import AlertChannel, GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
+from .selectors.routing import task_kinds
 from .services.errors import InvalidInput
 from .services.identity import PROVIDER_GROUP_PREFIX
 from .services.simulations import (
@@ -53,6 +55,11 @@ class PolicyForm(forms.ModelForm):
     in the same terms as the field's help text; the model's clean() enforces
     the same rules again for every other writer (the admin, the API)."""
 
+    # The instructions come last, beside their preview.
+    field_order: ClassVar[list[str]] = [name for name in Queue.EDITABLE_FIELDS if name != "instructions"] + [
+        "instructions"
+    ]
+
     class Meta:
         model = Queue
         fields = Queue.EDITABLE_FIELDS
@@ -81,6 +88,7 @@ class PolicyForm(forms.ModelForm):
             "age_low_minutes": "Age watermark: low (minutes)",
             "sla_risk_minutes": "Alert: SLA at risk within (minutes)",
             "alert_age_minutes": "Alert: oldest item older than (minutes)",
+            "escalation_delay_minutes": "Double review: operators settle a disagreement after (minutes)",
         }
         help_texts: ClassVar[dict[str, str]] = {
             "instructions": "Shown on the review page and in its ? help. Markdown: **bold**, *italic*, lists, "
@@ -123,6 +131,9 @@ class PolicyForm(forms.ModelForm):
             "sla_risk_minutes": "An 'SLA at risk' alert goes out when, at the live pace, an item is forecast to pass "
             "the SLA within this many minutes.",
             "alert_age_minutes": "Optional. An alert goes out when the oldest waiting item is older than this.",
+            "escalation_delay_minutes": "When two reviewers disagree, a third one settles it; after this many "
+            "minutes without one, it goes to the operators on the review quality page. 0 sends it at once; blank "
+            "waits for a third reviewer however long. With no third reviewer in the queue, it goes at once.",
         }
         widgets: ClassVar[dict[str, Any]] = {"instructions": forms.Textarea(attrs={"rows": 8})}
 
@@ -210,9 +221,13 @@ class PolicyForm(forms.ModelForm):
     @staticmethod
     def age_errors(data: dict[str, Any]) -> dict[str, str]:
         """The SLA and age rules: an SLA of a minute or more; the age
-        watermark's marks both or neither, 0 <= low < high; an alert age above 0."""
+        watermark's marks both or neither, 0 <= low < high; an alert age above
+        0; an escalation delay of 0 or more."""
         if data.get("sla_minutes") is not None and not policy.within("sla_minutes", data["sla_minutes"]):
             return {"sla_minutes": "The SLA must be at least 1 minute."}
+        delay = data.get("escalation_delay_minutes")
+        if delay is not None and not policy.within("escalation_delay_minutes", delay):
+            return {"escalation_delay_minutes": "The delay must be 0 minutes or more, or left blank."}
         alert_age = data.get("alert_age_minutes")
         if alert_age is not None and not policy.within("alert_age_minutes", alert_age):
             return {"alert_age_minutes": "The age limit must be above 0 minutes, or left blank."}
@@ -295,6 +310,9 @@ class WhatIfForm(forms.Form):
         f"(replications × minutes × (production + review + {EVENTS_FLOOR_PER_MIN}))",
     )
     seed = forms.IntegerField(min_value=0, max_value=2**31, initial=0)
+    # Today's backlog when the form was prefilled from live data: the waiting
+    # items' ages in minutes, comma-separated; blank starts from an empty queue.
+    initial_ages_min = forms.CharField(required=False, widget=forms.HiddenInput)
     target_overflow_pct = forms.FloatField(
         min_value=0, max_value=100, required=False, initial=1.0, label="Target overflow % for the recommendation"
     )
@@ -327,7 +345,13 @@ class WhatIfForm(forms.Form):
         for name in self.OPTIONAL_MINUTES:
             data[name] = data.get(name) or 0.0
         try:
-            self.scenario = Scenario.from_dict({k: data[k] for k in self.SCENARIO_FIELDS})
+            ages = [float(age) for age in (data.get("initial_ages_min") or "").split(",") if age.strip()]
+        except ValueError:
+            self.add_error(None, "The backlog to start from is not a list of ages; load the live data again.")
+            return data
+        try:
+            fields = {k: data[k] for k in self.SCENARIO_FIELDS}
+            self.scenario = Scenario.from_dict({**fields, "initial_ages_min": ages})
         except ValueError as exc:
             field, _, message = str(exc).partition(": ")
             self.add_error(field if field in self.fields else None, message or str(exc))
@@ -348,6 +372,12 @@ class WhatIfForm(forms.Form):
             )
         return data
 
+    @property
+    def backlog_size(self) -> int:
+        """How many waiting items the run starts from (the hidden field's ages)."""
+        value = self["initial_ages_min"].value() or ""
+        return sum(1 for age in str(value).split(",") if age.strip())
+
     def params(self) -> dict[str, Any]:
         """What a SimulationRun stores: the scenario and how to run it."""
         data = self.cleaned_data
@@ -365,9 +395,15 @@ class WhatIfForm(forms.Form):
         )
 
 
+def backlog_text(ages: Any) -> str:
+    """The hidden backlog field's value: ages in minutes, comma-separated."""
+    return ",".join(f"{age:g}" for age in ages)
+
+
 def scenario_initial(scenario: Any, **extra: Any) -> dict[str, Any]:
     """Initial form values from a simulation.Scenario."""
     data = {name: getattr(scenario, name) for name in WhatIfForm.SCENARIO_FIELDS}
+    data["initial_ages_min"] = backlog_text(scenario.initial_ages_min)
     data.update({"replications": 20, "seed": 0, "target_overflow_pct": 1.0})
     data.update(extra)
     return data
@@ -540,8 +576,19 @@ class ExportForm(forms.Form):
     """Filters for the verdict export; all optional."""
 
     format = forms.ChoiceField(choices=[("csv", "CSV"), ("jsonl", "JSON Lines")], initial="csv")
-    since = forms.DateTimeField(required=False, help_text="ISO date/time, UTC")
-    until = forms.DateTimeField(required=False)
+    # Date pickers; the fields still take an ISO date/time, which links and scripts may carry.
+    since = forms.DateTimeField(
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+        label="From (day, UTC)",
+        help_text="from the start of this day",
+    )
+    until = forms.DateTimeField(
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+        label="To (day, UTC)",
+        help_text="to the end of this day",
+    )
     label = forms.ChoiceField(choices=[("", "any"), *ReviewItem.Label.choices], required=False)
     reviewer = forms.CharField(required=False, max_length=150, help_text="username")
     dataset = forms.BooleanField(
@@ -556,6 +603,13 @@ class ExportForm(forms.Form):
         if name and not get_user_model().objects.filter(username=name).exists():
             raise forms.ValidationError(f"no user named {name!r}")
         return name
+
+    def clean_until(self) -> datetime | None:
+        """A day (what the date picker sends) runs to its end; a date/time is taken as it is."""
+        until = self.cleaned_data.get("until")
+        if until is not None and len(str(self.data.get("until", "")).strip()) == len("2026-01-31"):
+            until += timedelta(days=1)  # the export reads ``until`` as exclusive
+        return until
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -760,9 +814,12 @@ class RoutingRuleForm(forms.ModelForm):
             "enabled": "Enabled",
         }
 
+    task_kind = forms.ChoiceField(required=False, label="Task kind", help_text="the kinds seen so far; blank: any kind")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["queue"].queryset = Queue.objects.active().order_by("slug")  # type: ignore[attr-defined]
+        self.fields["task_kind"].choices = task_kind_choices("any kind")  # type: ignore[attr-defined]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -776,7 +833,7 @@ class RoutePreviewForm(forms.Form):
     """Where would this work go? The same fields routing reads."""
 
     producer = forms.CharField(required=False, max_length=100)
-    task_kind = forms.CharField(required=False, max_length=20, label="Task kind")
+    task_kind = forms.ChoiceField(required=False, label="Task kind")
     priority = forms.IntegerField(initial=0)
     task_id = forms.CharField(required=False, max_length=200, label="Task id")
 
@@ -785,6 +842,12 @@ class RoutePreviewForm(forms.Form):
         # fields of the same names), so each label points into its own form.
         kwargs.setdefault("auto_id", "preview_%s")
         super().__init__(*args, **kwargs)
+        self.fields["task_kind"].choices = task_kind_choices("none")  # type: ignore[attr-defined]
+
+
+def task_kind_choices(blank: str) -> list[tuple[str, str]]:
+    """A task-kind select's options: ``blank`` first, then the kinds seen."""
+    return [("", blank), *((kind, kind) for kind in task_kinds())]
 
 
 def add_service_errors(form: forms.BaseForm, exc: ValidationError | InvalidInput) -> None:

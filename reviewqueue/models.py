@@ -87,6 +87,10 @@ class QueueQuerySet(models.QuerySet["Queue"]):
         return self.filter(pk__in=mine.values("pk"))
 
 
+# Per-queue settings that may be left blank (no alert; no escalation by time).
+BLANK_ALLOWED = ("alert_age_minutes", "escalation_delay_minutes")
+
+
 class Queue(models.Model):
     """One review queue: its name, its reviewers, its policy and the live
     state the policy drives (mode, kept depth, step limit). Each queue's row
@@ -179,6 +183,13 @@ class Queue(models.Model):
     alert_age_minutes = models.FloatField(
         null=True, blank=True, help_text="alert when the oldest waiting item is older than this; blank: no such alert"
     )
+    escalation_delay_minutes = models.FloatField(
+        null=True,
+        blank=True,
+        default=60.0,
+        help_text="a double review's disagreement waits this long for a third reviewer, then an operator settles "
+        "it; 0: at once; blank: it waits for a third reviewer however long",
+    )
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.NORMAL)
     depth = models.PositiveIntegerField(
         default=0,
@@ -217,6 +228,7 @@ class Queue(models.Model):
         "age_low_minutes",
         "sla_risk_minutes",
         "alert_age_minutes",
+        "escalation_delay_minutes",
     )
 
     objects = QueueQuerySet.as_manager()
@@ -339,7 +351,7 @@ class Queue(models.Model):
         for name, bound in policy.BOUNDS.items():
             value = values[name]
             if name not in errors and value is not None and not bound.holds(value):
-                errors[name] = bound.text() + (", or blank" if name == "alert_age_minutes" else "")
+                errors[name] = bound.text() + (", or blank" if name in BLANK_ALLOWED else "")
         if errors:
             raise ValidationError(errors)
 

@@ -93,6 +93,7 @@ BOUNDS: Mapping[str, Bound] = {
     "alert_age_minutes": Bound(low=0, low_open=True, unit="minutes"),
     "age_high_minutes": Bound(low=0, low_open=True, finite=True, unit="minutes"),
     "age_low_minutes": Bound(low=0, unit="minutes"),
+    "escalation_delay_minutes": Bound(low=0, unit="minutes"),
 }
 
 # Settings that must keep an order: (lower, upper) -> whether strictly below.

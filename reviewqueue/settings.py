@@ -315,6 +315,8 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-webhooks": {"task": task_names.SWEEP_WEBHOOKS, "schedule": timedelta(seconds=5)},
     # The reviewers' error rates, for the noise-aware tuner and the quality page.
     "estimate-reliability": {"task": task_names.ESTIMATE_RELIABILITY, "schedule": timedelta(seconds=60)},
+    # Double reviews' disagreements that waited past their queue's delay go to the operators.
+    "escalate-disagreements": {"task": task_names.ESCALATE_DISAGREEMENTS, "schedule": timedelta(seconds=60)},
     # Alert conditions (SLA, age, deliveries, sandbox, paused reviewers); mode changes also trigger it.
     "evaluate-alerts": {"task": task_names.EVALUATE_ALERTS, "schedule": timedelta(seconds=30)},
 }

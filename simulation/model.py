@@ -153,6 +153,26 @@ class SimQueue:
         return SimItem(next(self.seq), now, priority, approve, draft)
 
     # -- the queue ---------------------------------------------------------------
+    def seed_backlog(self, ages: tuple[float, ...]) -> None:
+        """Start with items already waiting, ``ages`` minutes old at minute 0
+        (oldest served first, as in the live queue); each draws a priority
+        from the mix. Not counted as arrivals: they arrived before the run.
+        The mode starts where the policy puts such a queue."""
+        for age in sorted(ages, reverse=True):
+            priority = bisect.bisect(self.priority_cdf, self.rng.random())
+            self._enqueue(SimItem(next(self.seq), -age, priority, self._backlog_approve()))
+            self.depth += 1
+        self.result.enqueued -= len(ages)
+        self.result.max_depth = self.depth
+        if ages and self.sc.backpressure:
+            self._set_mode(0.0, next_mode(self.mode, self.depth, self.marks, self.oldest_minutes(0.0)))
+
+    def _backlog_approve(self) -> float:
+        sc = self.sc
+        if sc.verdict_model == "article":
+            return sc.quality_approve[bisect.bisect(self.quality_cdf, self.rng.random())]
+        return sc.easy_cutoff_approve if self.rng.random() < sc.easy_share else sc.hard_cutoff_approve
+
     def offer(self, now: float, item: SimItem) -> None:
         result = self.result
         result.arrived += 1
@@ -313,11 +333,13 @@ class EventTally:
 
 
 def simulate(sc: Scenario, seed: int) -> RunResult:
-    """One run of ``sc`` from an empty queue, reproducible from ``seed``."""
+    """One run of ``sc``, from an empty queue or the scenario's backlog,
+    reproducible from ``seed``."""
     rng = random.Random(seed)
     env = simpy.Environment()
     queue = SimQueue(sc, rng, seed)
-    queue.result.depth_series.append(0)
+    queue.seed_backlog(sc.initial_ages_min)
+    queue.result.depth_series.append(queue.depth)
     queue.result.step_limit_trajectory.append(queue.step_limit)
     events = EventTally()
     if sc.model == "article":

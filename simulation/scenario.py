@@ -12,6 +12,8 @@ from reviewqueue.policy import TUNER_RULES, TunerConfig, Watermarks
 MODELS = ("article", "poisson")
 VERDICT_MODELS = ("article", "step_aware")
 TUNERS = TUNER_RULES
+# The most waiting items a run may start from.
+MAX_BACKLOG = 100_000
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,9 @@ class Scenario:
     sla_minutes: float = 0.0
     age_high_minutes: float = 0.0
     age_low_minutes: float = 0.0
+    # The backlog the run starts from: the age in minutes of each item waiting
+    # at minute 0 (a live queue's waiting items); empty starts from an empty queue.
+    initial_ages_min: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         _check(self.model in MODELS, "model", f"must be one of {', '.join(MODELS)}")
@@ -122,6 +127,12 @@ class Scenario:
             "must hold one probability in [0, 1] per quality_mix entry",
         )
         _check(math.isfinite(self.sla_minutes) and self.sla_minutes >= 0, "sla_minutes", "must be a number >= 0")
+        _check(
+            all(math.isfinite(age) and age >= 0 for age in self.initial_ages_min),
+            "initial_ages_min",
+            "must be ages in minutes, each a number >= 0",
+        )
+        _check(len(self.initial_ages_min) <= MAX_BACKLOG, "initial_ages_min", f"must hold at most {MAX_BACKLOG} items")
         # Validation of the queue's own numbers stays with the policy that uses them.
         self.watermarks()
         tuner = self.tuner()

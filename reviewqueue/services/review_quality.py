@@ -9,8 +9,11 @@ first and never sees the first answer (the card shows the item, nothing
 else). Two answers in the same decision category (approve, which includes
 edit; reject; send back) settle the item; two that differ send it to a third
 reviewer; if the three still differ, only an operator settles it
-(``verdicts.settle``). A small team with no reviewer left who has not
-answered sends it to the operators at once, rather than wait for nobody.
+(``verdicts.settle``). A disagreement also goes to the operators when it
+has waited for a third reviewer longer than the queue's
+``escalation_delay_minutes`` (``escalate_overdue``, on the beat), and at
+once when the delay is 0 or when nobody who reviews the queue, besides
+those who answered, could take it: a small team does not wait for nobody.
 Until then the item stays waiting: it keeps its place in the depth, no
 webhook is sent, and the tuner does not hear of it. The settled verdict is
 the answer of the reviewer who settled it (the second, or the third) and is
@@ -57,7 +60,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Collection, Hashable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -123,22 +126,27 @@ def wants_second_review(item: ReviewItem, reviewer: AbstractBaseUser, rate: floa
     exists (else it would wait for nobody)."""
     if item.review_round != 1 or not policy.selected_for_double_review(item.pk, rate):
         return False
-    return other_reviewers(reviewer).exists()
+    return other_reviewers(reviewer, queue_id=item.queue_id).exists()
 
 
-def other_reviewers(reviewer: AbstractBaseUser, *also: Any) -> Any:
+def other_reviewers(reviewer: AbstractBaseUser, *also: Any, queue_id: int | None = None) -> Any:
     """Active users other than ``reviewer`` (and the user ids in ``also``)
     who hold the review permission, through a group or directly, and are not
-    paused. Superusers count only if they hold it too: an administrator is
-    not assumed to review."""
+    paused; with ``queue_id``, only those who may review that queue (it is
+    open to all, names them, or names one of their groups). Superusers count
+    only if they hold it too: an administrator is not assumed to review."""
     permission = Permission.objects.filter(codename="review", content_type__app_label="reviewqueue")
-    return (
+    users = (
         get_user_model()
         .objects.filter(is_active=True)
         .exclude(pk__in=[reviewer.pk, *also])
         .filter(Q(user_permissions__in=permission) | Q(groups__permissions__in=permission))
         .exclude(standing__paused_at__isnull=False)
     )
+    if queue_id is not None:
+        open_to_all = Exists(Queue.objects.filter(pk=queue_id, open_to_all=True))
+        users = users.filter(open_to_all | Q(review_queues__pk=queue_id) | Q(groups__review_queues__pk=queue_id))
+    return users
 
 
 def record_review(
@@ -169,18 +177,65 @@ def record_review(
         log.info("double review settled", extra={"item": item.pk, "how": how, "decision": agreed})
         return reviewer, answer, how
     item.review_round = len(decisions) + 1
-    answered = Judgement.objects.filter(item=item, kind=Judgement.Kind.REVIEW).values_list("reviewer_id", flat=True)
-    if item.review_round < OPERATOR_ROUND and not other_reviewers(reviewer, *answered).exists():
-        # A small team: nobody who has not answered could take the next
-        # round, so it goes to the operators now rather than wait for nobody.
+    if item.review_round < OPERATOR_ROUND and escalate_now(item, reviewer):
         item.review_round = OPERATOR_ROUND
-        log.info("double review escalated: no other reviewer", extra={"item": item.pk})
     item.status = ReviewItem.Status.PENDING
     item.lease_holder = None
     item.lease_expires_at = None
     item.save(update_fields=["review_round", "status", "lease_holder", "lease_expires_at", "updated_at"])
     log.info("double review continues", extra={"item": item.pk, "round": item.review_round})
     return None
+
+
+def escalate_now(item: ReviewItem, reviewer: AbstractBaseUser) -> bool:
+    """Whether a disagreement goes to the operators at once rather than wait
+    for a third reviewer: the queue says so (a delay of 0), or nobody else
+    who reviews the queue, active and not paused, could take the next round
+    (a small team would wait for nobody)."""
+    delay = None
+    if item.review_round > 2:  # a disagreement, not a first answer waiting for its second
+        delay = Queue.objects.filter(pk=item.queue_id).values_list("escalation_delay_minutes", flat=True).first()
+    if delay is not None and delay <= 0:
+        log.info("double review escalated: the queue settles disagreements by an operator", extra={"item": item.pk})
+        return True
+    answered = Judgement.objects.filter(item=item, kind=Judgement.Kind.REVIEW).values_list("reviewer_id", flat=True)
+    if not other_reviewers(reviewer, *answered, queue_id=item.queue_id).exists():
+        log.info("double review escalated: no other reviewer", extra={"item": item.pk})
+        return True
+    return False
+
+
+def escalate_overdue(*, now: datetime) -> int:
+    """Send to the operators each disagreement that has waited for a third
+    reviewer longer than its queue's ``escalation_delay_minutes`` (counted
+    from the answer that disagreed). An item a third reviewer holds under a
+    live lease is left to them; one whose lease ran out is taken back. One
+    conditional UPDATE per queue, so a claim racing it either wins (the item
+    is held) or finds the item in the operators' round, which no reviewer
+    claims. The item stays waiting, so depth and mode do not move. Safe to
+    repeat. Answers how many items were escalated."""
+    escalated = 0
+    delays = Queue.objects.filter(escalation_delay_minutes__isnull=False).values_list("pk", "escalation_delay_minutes")
+    for queue_id, delay in delays:
+        cutoff = now - timedelta(minutes=delay)
+        disagreed = Judgement.objects.filter(item=OuterRef("pk"), kind=Judgement.Kind.REVIEW, created_at__gt=cutoff)
+        free = Q(status=ReviewItem.Status.PENDING) | Q(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now)
+        count = (
+            ReviewItem.objects.filter(queue_id=queue_id, review_round__gt=2, review_round__lt=OPERATOR_ROUND)
+            .filter(free)
+            .exclude(Exists(disagreed))
+            .update(
+                review_round=OPERATOR_ROUND,
+                status=ReviewItem.Status.PENDING,
+                lease_holder=None,
+                lease_expires_at=None,
+                updated_at=now,
+            )
+        )
+        if count:
+            log.info("double review escalated: waited too long", extra={"queue": queue_id, "items": count})
+        escalated += count
+    return escalated
 
 
 # --- gold items -------------------------------------------------------------------------

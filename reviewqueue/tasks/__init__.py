@@ -9,11 +9,19 @@ package, which imports its modules here so that all of them register.
 """
 
 from .loops import resubmit_stale_runs, run_loop
-from .periodic import estimate_reliability, evaluate_alerts, expire_leases, run_simulation, sample_depth
+from .periodic import (
+    escalate_disagreements,
+    estimate_reliability,
+    evaluate_alerts,
+    expire_leases,
+    run_simulation,
+    sample_depth,
+)
 from .webhooks import deliver, sweep
 
 __all__ = [
     "deliver",
+    "escalate_disagreements",
     "estimate_reliability",
     "evaluate_alerts",
     "expire_leases",

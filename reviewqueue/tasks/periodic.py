@@ -1,5 +1,6 @@
 """Operator-side Celery entry points: the depth sampler, the lease sweep, the
-reviewers' reliability estimate and the what-if simulation. The work is in
+reviewers' reliability estimate, the escalation of disagreements that
+waited too long, and the what-if simulation. The work is in
 ``services.depth``, ``services.leases``, ``services.review_quality`` and
 ``services.simulations``."""
 
@@ -11,7 +12,14 @@ from django.utils import timezone
 from .. import task_names
 from ..services import alerts, depth, leases, review_quality, simulations
 
-__all__ = ["estimate_reliability", "evaluate_alerts", "expire_leases", "run_simulation", "sample_depth"]
+__all__ = [
+    "escalate_disagreements",
+    "estimate_reliability",
+    "evaluate_alerts",
+    "expire_leases",
+    "run_simulation",
+    "sample_depth",
+]
 
 
 @shared_task(name=task_names.SAMPLE_DEPTH, ignore_result=True, soft_time_limit=30, time_limit=60)
@@ -41,6 +49,15 @@ def estimate_reliability() -> float:
     reviews (services.review_quality.reestimate), for the noise-aware tuner and the
     operators' quality page. Safe to repeat. Returns the team's pooled error."""
     return review_quality.reestimate(now=timezone.now()).default_error
+
+
+@shared_task(name=task_names.ESCALATE_DISAGREEMENTS, ignore_result=True, soft_time_limit=30, time_limit=60)
+def escalate_disagreements() -> int:
+    """Send to the operators the double reviews' disagreements that waited
+    for a third reviewer past their queue's delay
+    (services.review_quality.escalate_overdue). Safe to repeat: an item
+    already escalated is not touched again. Returns how many were escalated."""
+    return review_quality.escalate_overdue(now=timezone.now())
 
 
 @shared_task(

@@ -22,11 +22,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import policy, services, stats
+from .. import services, stats
 from ..access import operator_required
 from ..formatting import fmt_duration, fmt_ratio
 from ..forms import QueueCreateForm, QueueMembersForm, RoutePreviewForm, RoutingRuleForm, add_service_errors
-from ..models import DEFAULT_QUEUE, Queue, RoutingRule
+from ..models import Queue, RoutingRule
+from ..selectors import routing as routing_selectors
 from ..selectors.scope import scope_context, scoped_url
 from ..services import identity, routing
 from .http import unknown_queue_page
@@ -181,23 +182,12 @@ def queue_archive(request: HttpRequest, slug: str, action: str) -> HttpResponse:
 # --- routing rules ------------------------------------------------------------------------------
 
 
-def enabled_routes() -> list[policy.RoutingRule]:
-    """The rules routing reads, in its order: enabled, to an active queue."""
-    rows = RoutingRule.objects.filter(enabled=True, queue__archived_at__isnull=True).select_related("queue")
-    return [row.rule() for row in rows.order_by("position", "pk")]
-
-
 def routing_context(form: RoutingRuleForm, preview: RoutePreviewForm) -> dict[str, Any]:
     target = None
     if preview.is_bound and preview.is_valid():
         data = preview.cleaned_data
-        target = policy.route(
-            enabled_routes(),
-            producer=data["producer"],
-            task_kind=data["task_kind"],
-            priority=data["priority"],
-            task_id=data["task_id"],
-            default=DEFAULT_QUEUE,
+        target = routing_selectors.route_preview(
+            producer=data["producer"], task_kind=data["task_kind"], priority=data["priority"], task_id=data["task_id"]
         )
     rules = list(RoutingRule.objects.select_related("queue").order_by("position", "pk"))
     return {"rules": rules, "form": form, "preview": preview, "target": target}

@@ -25,9 +25,11 @@ from ..forms import (
     AddQueueWhatIfForm,
     LiveWindowForm,
     WhatIfForm,
+    backlog_text,
     scenario_initial,
 )
 from ..models import Queue, SimulationRun
+from ..selectors import whatif as whatif_selectors
 from ..selectors.flow import ADD_QUEUE_RATE_WINDOW, LiveFlow, live_flow
 from ..selectors.scope import scope_context
 from ..services import simulations
@@ -55,6 +57,7 @@ def live_initial(window_key: str, queue: Queue) -> tuple[dict[str, Any], stats.R
         sla_minutes=float(queue.sla_minutes),
         age_high_minutes=queue.age_high_minutes or 0.0,
         age_low_minutes=queue.age_low_minutes or 0.0,
+        initial_ages_min=backlog_text(whatif_selectors.waiting_ages(queue)),
     )
     return initial, flow
 

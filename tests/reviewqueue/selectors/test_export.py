@@ -156,3 +156,19 @@ def test_it_exports_the_reviewed_attempt_its_grade_and_the_regression_reason(
         "5",
     )
     assert json.loads(row["failing_checks"]) == [{"id": "check_5", "about": "subtractive forty"}]
+
+
+def test_the_export_page_picks_days_and_a_day_runs_to_its_end(
+    client: Client, operator: User, reviewer: User, admit_item: Any
+) -> None:
+    admit_item()
+    verdict = _decide(reviewer, approve=True)
+    client.force_login(operator)
+    page = client.get(reverse("ops:export")).content.decode()
+    assert 'type="date" name="since"' in page and 'type="date" name="until"' in page
+    day = verdict.created_at.date().isoformat()
+    response = client.get(reverse("ops:export_download"), {"format": "jsonl", "since": day, "until": day})
+    assert len(_body(response).splitlines()) == 1  # the verdict of that day, though after its midnight
+    before = (verdict.created_at.date() - timedelta(days=1)).isoformat()
+    response = client.get(reverse("ops:export_download"), {"format": "jsonl", "until": before})
+    assert _body(response).strip() == ""

@@ -474,3 +474,110 @@ def test_a_disagreement_waits_for_a_third_reviewer_when_one_exists(
     answer(ben, item_id, approve=False, label="logic_error")
     assert ReviewItem.objects.get(pk=item_id).review_round == 3
     assert services.claim(reviewer=cat).pk == item_id
+
+
+def answer_at(reviewer: Any, item_id: int, approve: bool, now: Any) -> None:
+    item = services.claim(reviewer=reviewer, now=now)
+    assert item is not None and item.pk == item_id
+    services.decide(item_id=item_id, reviewer=reviewer, approve=approve, reason_label="unclear", now=now)
+
+
+def test_a_disagreement_goes_to_the_operators_once_its_delay_has_passed(
+    admit_item: Callable[..., Any], small_queue: Callable[..., Any], team: list[Any]
+) -> None:
+    from reviewqueue.models import OPERATOR_ROUND
+
+    ann, ben, cat = team
+    item_id = double_reviewed(admit_item, small_queue, escalation_delay_minutes=30)
+    start = timezone.now()
+    answer_at(ann, item_id, approve=True, now=start)
+    answer_at(ben, item_id, approve=False, now=start + timedelta(minutes=5))
+    assert ReviewItem.objects.get(pk=item_id).review_round == 3
+    # The delay runs from the answer that disagreed, not from the first one.
+    assert review_quality.escalate_overdue(now=start + timedelta(minutes=34)) == 0
+    assert ReviewItem.objects.get(pk=item_id).review_round == 3
+    assert review_quality.escalate_overdue(now=start + timedelta(minutes=36)) == 1
+    item = ReviewItem.objects.get(pk=item_id)
+    assert (item.status, item.review_round) == ("pending", OPERATOR_ROUND)
+    assert Queue.current().depth == 1  # still waiting, now for an operator
+    assert services.claim(reviewer=cat, now=start + timedelta(minutes=37)) is None
+    assert review_quality.escalate_overdue(now=start + timedelta(minutes=40)) == 0  # safe to repeat
+
+
+def test_a_third_reviewer_holding_the_item_keeps_it_past_the_delay_until_the_lease_runs_out(
+    admit_item: Callable[..., Any], small_queue: Callable[..., Any], team: list[Any]
+) -> None:
+    from reviewqueue.models import OPERATOR_ROUND
+
+    ann, ben, cat = team
+    item_id = double_reviewed(admit_item, small_queue, escalation_delay_minutes=10, lease_seconds=600)
+    start = timezone.now()
+    answer_at(ann, item_id, approve=True, now=start)
+    answer_at(ben, item_id, approve=False, now=start)
+    assert services.claim(reviewer=cat, now=start + timedelta(minutes=9)).pk == item_id
+    assert review_quality.escalate_overdue(now=start + timedelta(minutes=15)) == 0
+    assert review_quality.escalate_overdue(now=start + timedelta(minutes=20)) == 1
+    item = ReviewItem.objects.get(pk=item_id)
+    assert (item.status, item.review_round, item.lease_holder_id) == ("pending", OPERATOR_ROUND, None)
+
+
+def test_a_blank_delay_waits_for_a_third_reviewer_and_zero_escalates_at_once(
+    admit_item: Callable[..., Any], small_queue: Callable[..., Any], team: list[Any]
+) -> None:
+    from reviewqueue.models import OPERATOR_ROUND
+
+    ann, ben, _ = team
+    item_id = double_reviewed(admit_item, small_queue, escalation_delay_minutes=None)
+    start = timezone.now()
+    answer_at(ann, item_id, approve=True, now=start)
+    answer_at(ben, item_id, approve=False, now=start)
+    assert review_quality.escalate_overdue(now=start + timedelta(days=30)) == 0
+    assert ReviewItem.objects.get(pk=item_id).review_round == 3
+
+    services.policy_update(user=None, changes={"escalation_delay_minutes": 0})
+    other = admit_item(callback_url=CALLBACK).item.pk
+    answer_at(ann, other, approve=True, now=start)
+    answer_at(ben, other, approve=False, now=start)
+    assert ReviewItem.objects.get(pk=other).review_round == OPERATOR_ROUND
+
+
+def test_a_reviewer_outside_the_queue_is_no_third_reviewer(
+    admit_item: Callable[..., Any], small_queue: Callable[..., Any], team: list[Any]
+) -> None:
+    from reviewqueue.models import OPERATOR_ROUND
+
+    ann, ben, _cat = team
+    queue = services.create_queue(user=None, slug="docs", settings={"double_review_rate": 1.0, "gold_rate": 0})
+    services.set_reviewers(queue=queue, user=None, open_to_all=False, members=[ann, ben], groups=[])
+    item_id = admit_item(queue="docs").item.pk
+    answer(ann, item_id, approve=True)
+    answer(ben, item_id, approve=False)
+    # cat reviews other queues, not this one: nobody could take a third round.
+    assert ReviewItem.objects.get(pk=item_id).review_round == OPERATOR_ROUND
+
+
+def test_the_escalation_delay_is_validated_and_audited(small_queue: Callable[..., Any], operator: Any) -> None:
+    from django.core.exceptions import ValidationError
+
+    from reviewqueue.models import PolicyAudit
+
+    with pytest.raises(ValidationError) as caught:
+        services.policy_update(user=operator, changes={"escalation_delay_minutes": -1})
+    assert "escalation_delay_minutes" in caught.value.message_dict
+    services.policy_update(user=operator, changes={"escalation_delay_minutes": 15})
+    audit = PolicyAudit.objects.filter(user=operator).latest("pk")
+    assert audit.changes == {"escalation_delay_minutes": [60.0, 15]}
+
+
+def test_the_escalation_task_runs_twice_safely(
+    admit_item: Callable[..., Any], small_queue: Callable[..., Any], team: list[Any]
+) -> None:
+    from reviewqueue.tasks import escalate_disagreements
+
+    ann, ben, _ = team
+    item_id = double_reviewed(admit_item, small_queue, escalation_delay_minutes=1)
+    past = timezone.now() - timedelta(minutes=5)
+    answer_at(ann, item_id, approve=True, now=past)
+    answer_at(ben, item_id, approve=False, now=past)
+    assert escalate_disagreements.apply().get() == 1
+    assert escalate_disagreements.apply().get() == 0

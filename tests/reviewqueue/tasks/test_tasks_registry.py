@@ -11,6 +11,7 @@ from reviewqueue import task_names
 from reviewqueue.celery import app
 
 EXPECTED_TASKS = {
+    "reviewqueue.tasks.escalate_disagreements",
     "reviewqueue.tasks.estimate_reliability",
     "reviewqueue.tasks.evaluate_alerts",
     "reviewqueue.tasks.expire_leases",

@@ -88,3 +88,25 @@ def test_a_save_names_only_what_changed_not_the_instructions_a_browser_sent_back
     response = client.post(reverse("ops:policy"), _form(instructions=as_a_browser_sends), follow=True)
     assert [str(m) for m in response.context["messages"]] == ["Policy of default saved (nothing changed)."]
     assert list(PolicyAudit.objects.values_list("changes", flat=True)) == [{"capacity": [50, 80]}]
+
+
+def test_it_sets_the_escalation_delay_and_refuses_a_negative_one(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    page = client.get(reverse("ops:policy")).content.decode()
+    assert 'name="escalation_delay_minutes"' in page
+    response = client.post(reverse("ops:policy"), _form(escalation_delay_minutes=-5))
+    assert response.status_code == 400
+    assert "The delay must be 0 minutes or more" in response.content.decode()
+    response = client.post(reverse("ops:policy"), _form(escalation_delay_minutes=20))
+    assert response.status_code == 302
+    assert Queue.current().escalation_delay_minutes == 20
+    assert PolicyAudit.objects.get().changes == {"escalation_delay_minutes": [60.0, 20.0]}
+
+
+def test_a_checkbox_sits_before_its_label_on_one_line(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    body = client.get(reverse("ops:policy")).content.decode()
+    field = body.split('class="field field-check')[1].split("</div>")[0]
+    line = field.split('class="check-line">')[1].split("</span>")[0]
+    assert line.index('type="checkbox"') < line.index("<label")
+    assert 'name="gold_pause"' in line

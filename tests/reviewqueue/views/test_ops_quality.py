@@ -452,3 +452,21 @@ def test_the_pairs_table_says_after_how_many_shared_items_a_pair_appears(
     body = ops_client.get(reverse("ops:quality")).content.decode()
     said = body.split('id="pairs-when"')[1].split("</p>")[0]
     assert f"judged {quality_view.agreement.MIN_PAIR_OVERLAP} of the same items" in said
+
+
+def test_a_disagreement_escalated_after_its_delay_waits_on_the_page_to_be_settled(
+    ops_client: Client, fixed_report: dict[str, Any], admit_item: Any, make_user: Any, operator: User
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviewqueue.services import review_quality
+
+    item = disagreement(admit_item, make_user, round_=3, decisions=[("approve", ""), ("reject", "logic_error")])
+    Judgement.objects.filter(item=item).update(created_at=timezone.now() - timedelta(minutes=61))
+    assert review_quality.escalate_overdue(now=timezone.now()) == 1  # the default delay: 60 minutes
+    body = ops_client.get(reverse("ops:quality")).content.decode()
+    block = body.split(f'id="disagreement-{item.pk}"')[1].split("</article>")[0]
+    assert "waits for an operator" in block and "no third reviewer took it" in block
+    assert 'class="settle-form"' in block

@@ -560,8 +560,47 @@ def test_the_preview_says_where_work_would_go(client: Client, operator: User, tw
     ]
     for query, expected in cases:
         response = client.get(reverse("ops:routing"), query)
-        assert response.context["target"] == expected, query
+        assert response.context["target"].queue == expected, query
         assert f"It goes to <strong>{expected}</strong>" in response.content.decode()
+
+
+def test_the_preview_names_the_rule_that_matched(
+    client: Client, operator: User, two_queues: tuple[Queue, Queue]
+) -> None:
+    a, b = two_queues
+    RoutingRule.objects.create(queue=a, position=0, producer="off", enabled=False)
+    RoutingRule.objects.create(queue=a, position=1, min_priority=5)
+    RoutingRule.objects.create(queue=b, position=2, producer="ci-bot", task_kind="open")
+    client.force_login(operator)
+    body = client.get(reverse("ops:routing"), {"producer": "ci-bot", "task_kind": "open", "priority": "0"})
+    text = body.content.decode()
+    assert "matched rule #3: producer=ci-bot, task kind=open → queue team-b" in text
+    body = client.get(reverse("ops:routing"), {"producer": "x", "priority": "0"}).content.decode()
+    assert "no enabled rule matches, so it goes to the default queue" in body
+
+
+def test_task_kind_is_chosen_from_the_kinds_seen(
+    client: Client, operator: User, two_queues: tuple[Queue, Queue], admit_item: Any
+) -> None:
+    from django.core.cache import cache
+
+    from reviewqueue.selectors import routing as routing_selectors
+
+    cache.delete(routing_selectors.TASK_KINDS_CACHE_KEY)
+    admit_item(task_kind="essay")
+    client.force_login(operator)
+    body = client.get(reverse("ops:routing")).content.decode()
+    for form_id in ("add-route", "route-preview"):
+        form = re.search(rf'<form[^>]*id="{form_id}".*?</form>', body, re.DOTALL).group(0)
+        select = re.search(r'<select name="task_kind".*?</select>', form, re.DOTALL)
+        assert select is not None, form_id
+        options = re.findall(r'<option value="([^"]*)"', select.group(0))
+        assert options == ["", "essay", "grey", "open", "verifiable"]
+    response = client.post(reverse("ops:routing"), _rule_data(task_kind="made-up"))
+    assert response.status_code == 400
+    assert not RoutingRule.objects.exists()
+    assert client.post(reverse("ops:routing"), _rule_data(task_kind="essay")).status_code == 302
+    assert RoutingRule.objects.get().task_kind == "essay"
 
 
 # --- the admin ------------------------------------------------------------------------------------

@@ -177,3 +177,57 @@ def test_live_values_bring_the_queues_sla_and_age_watermark(client: Client, oper
     client.force_login(operator)
     initial = client.get(reverse("ops:whatif"), {"live": "1", "window": "15m"}).context["form"].initial
     assert (initial["sla_minutes"], initial["age_high_minutes"], initial["age_low_minutes"]) == (45.0, 20.0, 5.0)
+
+
+def test_a_live_what_if_starts_from_todays_backlog_with_backpressure_on(
+    client: Client, operator: User, admit_item: Any
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviewqueue.models import ReviewItem
+
+    for _ in range(6):
+        admit_item()
+    ReviewItem.objects.filter(pk=ReviewItem.objects.order_by("pk").first().pk).update(
+        created_at=timezone.now() - timedelta(minutes=42)
+    )
+    client.force_login(operator)
+    response = client.get(reverse("ops:whatif"), {"live": "1", "window": "15m"})
+    form = response.context["form"]
+    assert form.initial["backpressure"] is True
+    assert form.backlog_size == 6
+    ages = [float(age) for age in form.initial["initial_ages_min"].split(",")]
+    assert len(ages) == 6 and 41.9 <= ages[0] <= 42.1  # oldest first
+    body = response.content.decode()
+    assert "starts from today's backlog: 6 waiting items" in body
+    assert 'name="backpressure"' in body and "checked" in body.split('name="backpressure"')[1].split(">")[0]
+    # Run it: the simulated depth starts at the six waiting items.
+    data = _preset_form("A", initial_ages_min=form.initial["initial_ages_min"], backpressure="on", replications=2)
+    assert client.post(reverse("ops:whatif_run"), data).status_code == 302
+    run = SimulationRun.objects.get()
+    assert run.params["scenario"]["backpressure"] is True
+    assert run.result["depth_series"][0] == 6
+    assert (
+        "from a backlog of 6 waiting items" in client.get(reverse("ops:whatif_result", args=[run.pk])).content.decode()
+    )
+
+
+def test_a_garbled_backlog_is_refused(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    response = client.post(reverse("ops:whatif_run"), _preset_form("A", initial_ages_min="1,x"))
+    assert response.status_code == 400
+    assert not SimulationRun.objects.exists()
+
+
+def test_the_compared_runs_figures_sit_on_the_same_rows(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    client.post(reverse("ops:whatif_run"), _preset_form("A", sla_minutes=30))
+    client.post(reverse("ops:whatif_run"), _preset_form("B", backpressure="on"))
+    a, b = SimulationRun.objects.order_by("pk")
+    body = client.get(reverse("ops:whatif_compare"), {"a": a.pk, "b": b.pk}).content.decode()
+    table = body.split('id="compare-table"')[1].split("</table>")[0]
+    rows = table.split("<tr>")[2:]  # after the header
+    assert rows and all(row.count("<td") == 2 for row in rows)  # one cell per run on every row
+    assert "Within SLA" in table and "no SLA set" in table
