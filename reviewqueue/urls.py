@@ -7,6 +7,7 @@ redirects and tests reverse, so a path can change here without touching them.
 from django.contrib import admin
 from django.urls import include, path
 
+from .api_guard import guarded
 from .views import (
     alerts,
     api,
@@ -84,9 +85,9 @@ ops_urls = (
 )
 
 # django-ninja builds the API's routes; each is wrapped in the body-size guard
-# and opened to token auth (views/api.py says why).
+# and opened to token auth (reviewqueue/api_guard.py says why).
 api.api.add_router("", api_items.router)
-api_urls = (api.guarded(api.api.urls[0]), "api")
+api_urls = (guarded(api.api.urls[0]), "api")
 
 urlpatterns = [
     path("", auth.home, name="home"),

@@ -141,10 +141,11 @@ def admin_login(request: HttpRequest, extra_context: dict[str, Any] | None = Non
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    if is_reviewer(request.user):
-        return redirect("review:queue")
+    # An operator lands on the dashboard, though operators may review too.
     if is_operator(request.user):
         return redirect("ops:dashboard")
+    if is_reviewer(request.user):
+        return redirect("review:queue")
     return render(
         request,
         "no_role.html",

@@ -37,14 +37,14 @@ def _listing(
     request: HtmxHttpRequest, form: ItemFilterForm, page: selectors.Page | None, **context: Any
 ) -> HttpResponse:
     data = form.data if form.is_bound else QueryDict()
-    context.update(
-        form=form,
-        page=page,
-        filter_query=_query(data),
-        next_query=_query(data, after=page.next_cursor) if page and page.next_cursor else "",
-        first_page=bool(data.get("after")),
-        full_text=selectors.searching_in_full_text(),
-    )
+    context |= {
+        "form": form,
+        "page": page,
+        "filter_query": _query(data),
+        "next_query": _query(data, after=page.next_cursor) if page and page.next_cursor else "",
+        "first_page": bool(data.get("after")),
+        "full_text": selectors.searching_in_full_text(),
+    }
     status = 400 if form.errors else 200
     return render(request, context.pop("template"), context, status=status)
 

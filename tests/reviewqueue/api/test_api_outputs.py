@@ -13,7 +13,7 @@ from django.urls import reverse
 from reviewqueue import services
 from reviewqueue.models import ApiToken, ReviewItem
 from reviewqueue.tokens import hash_token, issue_token
-from reviewqueue.views.api import API_MAX_BODY_BYTES
+from reviewqueue.api_guard import API_MAX_BODY_BYTES
 
 pytestmark = pytest.mark.django_db
 

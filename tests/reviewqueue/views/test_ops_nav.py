@@ -6,7 +6,7 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 
 pytestmark = pytest.mark.django_db
@@ -24,6 +24,7 @@ OPERATOR_LINKS = [
     "/ops/alerts/",
     "/api/docs",
 ]
+REVIEWER_LINKS = ["/review/", "/review/history/"]
 
 
 def _menu(html: str) -> list[str]:
@@ -46,19 +47,21 @@ def test_the_operator_menu_is_the_same_on_every_operator_page(client: Client, op
         "ops:alerts",
         "ops:alert_channels",
     ):
-        assert _menu(client.get(reverse(url)).content.decode()) == OPERATOR_LINKS, url
+        # Operators review too by default (REVIEWQUEUE_OPERATORS_REVIEW), so their menu has both.
+        assert _menu(client.get(reverse(url)).content.decode()) == REVIEWER_LINKS + OPERATOR_LINKS, url
 
 
 def test_the_403_page_shows_a_reviewer_the_reviewer_menu(client: Client, reviewer: User) -> None:
     client.force_login(reviewer)
     response = client.get(reverse("ops:dashboard"))
     assert response.status_code == 403
-    assert _menu(response.content.decode()) == ["/review/", "/review/history/"]
+    assert _menu(response.content.decode()) == REVIEWER_LINKS
 
 
 def test_the_403_page_shows_an_operator_the_operator_menu(client: Client, operator: User) -> None:
     client.force_login(operator)
-    response = client.get(reverse("review:queue"))
+    with override_settings(REVIEWQUEUE_OPERATORS_REVIEW=False):
+        response = client.get(reverse("review:queue"))
     assert response.status_code == 403
     assert _menu(response.content.decode()) == OPERATOR_LINKS
 
