@@ -11,9 +11,9 @@ from django.test import Client
 from django.urls import reverse
 
 from reviewqueue import services
+from reviewqueue.api_guard import API_MAX_BODY_BYTES
 from reviewqueue.models import ApiToken, ReviewItem
 from reviewqueue.tokens import hash_token, issue_token
-from reviewqueue.api_guard import API_MAX_BODY_BYTES
 
 pytestmark = pytest.mark.django_db
 
