@@ -17,9 +17,15 @@ then reads each verdict (timed):
 - ``langgraph``: a one-node graph on a SQLite checkpointer run until
   ``request_review`` pauses it (push + interrupt + checkpoint), then
   ``Resumer.poll`` (the item read, the ledger, and the resume, in which the
-  node pushes again as a duplicate and the graph finishes).
+  node pushes again as a duplicate and the graph finishes);
+- ``langgraph-async``: the same graph with an async node calling
+  ``arequest_review`` with an ``AsyncClient``, on the async SQLite
+  checkpointer, run with ``ainvoke``, then ``AsyncResumer.poll``; the client,
+  checkpointer and graph live on one event loop in its own thread (as the
+  ``mcp`` side keeps its session), each call handed to it.
 
-Rounds interleave the sides (client, async, mcp, langgraph, client, ...).
+Rounds interleave the sides (client, async, mcp, langgraph, langgraph-async,
+client, ...).
 Prints the mean milliseconds per push + verdict of each side in each round,
 the medians, and each adapter's ratio of medians over the client's (1.0 is
 no overhead). Checks: every push enqueued once and every verdict read back
@@ -52,7 +58,7 @@ from benchlib import (
     stop_server,
 )
 
-SIDES = ("client", "async", "mcp", "langgraph")
+SIDES = ("client", "async", "mcp", "langgraph", "langgraph-async")
 
 
 class Side:
@@ -190,6 +196,66 @@ def graph_side(url: str, token: str, folder: Path) -> tuple[Side, Callable[[], N
     return Side("langgraph", push, verdict), close
 
 
+def async_graph_side(url: str, token: str, folder: Path) -> tuple[Side, Callable[[], None]]:
+    """The graph run with ``ainvoke``: its AsyncClient and AsyncSqliteSaver are
+    entered and left by one task on a loop in its own thread (as the mcp
+    side's session), and each push and verdict is handed to that loop."""
+    import threading
+
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.graph import END, START, StateGraph
+
+    from reviewqueue.client import AsyncClient
+    from reviewqueue.integrations.langgraph import AsyncResumer, Ledger, Verdict, arequest_review
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    opened: asyncio.Future[tuple[Any, AsyncResumer, AsyncClient]] = loop.create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        async with (
+            AsyncClient(url, token) as client,
+            AsyncSqliteSaver.from_conn_string(str(folder / "graph-async.sqlite")) as saver,
+        ):
+
+            async def review(state: GraphState) -> GraphState:
+                answer = await arequest_review(client, task=DESCRIPTION, output=OUTPUT, key=state["key"])
+                return {"result": answer.decision if isinstance(answer, Verdict) else answer.kind}
+
+            builder = StateGraph(GraphState)
+            builder.add_node("review", review)
+            builder.add_edge(START, "review")
+            builder.add_edge("review", END)
+            graph = builder.compile(checkpointer=saver)
+            opened.set_result((graph, AsyncResumer(graph, ledger=Ledger(folder / "resumed-async.sqlite")), client))
+            await stop.wait()
+
+    held = asyncio.run_coroutine_threadsafe(hold(), loop)
+    graph, resumer, client = asyncio.run_coroutine_threadsafe(
+        asyncio.wait_for(asyncio.shield(opened), 60), loop
+    ).result()
+    threads: dict[int, str] = {}
+
+    def push(key: str) -> int:
+        started = graph.ainvoke({"key": key}, {"configurable": {"thread_id": key}})
+        state = asyncio.run_coroutine_threadsafe(started, loop).result()
+        item_id = int(state["__interrupt__"][0].value["reviewqueue_item_id"])
+        threads[item_id] = key
+        return item_id
+
+    def verdict(item_id: int) -> str:
+        (done,) = asyncio.run_coroutine_threadsafe(resumer.poll(client, [threads[item_id]]), loop).result()
+        return "approved" if done.outcome == "resumed" and done.result["result"] == "approve" else done.outcome
+
+    def close() -> None:
+        loop.call_soon_threadsafe(stop.set)
+        held.result(30)
+        loop.call_soon_threadsafe(loop.stop)
+
+    return Side("langgraph-async", push, verdict), close
+
+
 def decide_all(item_ids: list[int], reviewer: Any) -> None:
     """The reviewer's step, through the services the review page calls."""
     from reviewqueue import services
@@ -226,7 +292,7 @@ def report(sides: list[Side]) -> dict[str, float]:
     print("  median     " + "   ".join(f"{name} {value * 1000:7.2f} ms" for name, value in medians.items()))
     ratios = {s.name: medians[s.name] / medians[base.name] for s in sides[1:]}
     for name, ratio in ratios.items():
-        print(f"  {name:9s} / client, push + verdict: ratio of medians {ratio:5.2f}")
+        print(f"  {name:15s} / client, push + verdict: ratio of medians {ratio:5.2f}")
     return ratios
 
 
@@ -251,7 +317,13 @@ def run(args: argparse.Namespace) -> bool:
         os.environ["REVIEWQUEUE_UNDO_SECONDS"] = "0"
         server = start_server(url, port, str(folder / "gunicorn.log"), workers=1, conn_max_age=args.conn_max_age)
         base = f"http://127.0.0.1:{port}"
-        made = [bare(base, token), awaited(base, token), mcp_session(base, token), graph_side(base, token, folder)]
+        made = [
+            bare(base, token),
+            awaited(base, token),
+            mcp_session(base, token),
+            graph_side(base, token, folder),
+            async_graph_side(base, token, folder),
+        ]
         sides = [side for side, _ in made]
         try:
             for side in sides:  # warm connections, imports and the graph's tables
@@ -272,7 +344,7 @@ def run(args: argparse.Namespace) -> bool:
         ok = True
         for side in sides:
             rows = ReviewItem.objects.filter(pk__in=side.items).count()
-            print(f"  {side.name:9s} pushed {len(side.items)}, rows {rows}, verdicts not approved {len(side.wrong)}")
+            print(f"  {side.name:15s} pushed {len(side.items)}, rows {rows}, verdicts not approved {len(side.wrong)}")
             ok = ok and rows == len(side.items) == len(set(side.items)) and not side.wrong
         connections.close_all()
     return ok
