@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = [
     pytest.mark.slow,
+    # Every bench at small sizes, one after another: longer than the suite's per-test limit.
+    pytest.mark.timeout(900),
     pytest.mark.skipif(
         not os.environ.get("DATABASE_URL", "").startswith("postgres"),
         reason="the benches run on PostgreSQL; this runs in the PostgreSQL configuration",

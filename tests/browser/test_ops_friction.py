@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -190,6 +191,8 @@ def test_the_live_region_speaks_only_when_the_mode_changes(
     expect(announcer).to_contain_text("Mode: draft", timeout=15_000)
 
 
+# Operators review by default; this page is about a team that keeps the roles apart.
+@override_settings(REVIEWQUEUE_OPERATORS_REVIEW=False)
 def test_the_403_page_keeps_the_role_menu(
     new_context: Any, live_server: Any, login: Any, operator: Any, reviewer: Any, console_errors: list[str]
 ) -> None:

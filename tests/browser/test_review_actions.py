@@ -146,9 +146,9 @@ def test_a_later_version_shows_its_history_collapsed(new_context, login, make_us
     assert card_item(page) == str(v2.pk)
     history = page.locator("#history")
     assert history.is_visible() and history.get_attribute("open") is None
-    assert not page.get_by_text("first try output").is_visible()
+    assert not page.get_by_text("first try output").first.is_visible()
     page.click("#history > summary")
-    assert page.get_by_text("first try output").is_visible()
+    assert page.get_by_text("first try output").first.is_visible()
     assert "Please name the upgrade step." in page.locator(".version-note").inner_text()
     page.screenshot(path=str(artifacts / "review-history-1280px.png"), full_page=True)
 
