@@ -271,9 +271,17 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     hostile_outcomes = [finished[r].outcome for r, kind in run_ids.items() if kind == "hostile" and r in finished]
     counts["runs_honest"] = dict(honest_outcomes)
     counts["runs_hostile"] = hostile_outcomes
-    expect(
-        honest_outcomes.get("auto_passed", 0) == args.tasks - 1, "honest answers auto-passed in the worker's sandbox"
-    )
+    all_passed = honest_outcomes.get("auto_passed", 0) == args.tasks - 1
+    expect(all_passed, "honest answers auto-passed in the worker's sandbox")
+    if not all_passed:
+        # Why each honest run went elsewhere: the stop reason, attempts, draft
+        # mode, deliveries and error the worker recorded, to tell load from a bug.
+        missed = [
+            r
+            for r, kind in run_ids.items()
+            if kind == "honest" and (r not in finished or finished[r].outcome != "auto_passed")
+        ]
+        print("  honest runs that did not auto-pass:", runs_explained(webs[0], missed), flush=True)
     expect(
         bool(hostile_outcomes) and hostile_outcomes[0] != "auto_passed", "the check that needs the network did not pass"
     )
@@ -420,6 +428,19 @@ items = sorted(ReviewItem.objects.values_list('pk', 'status'))
 verdicts = sorted(Verdict.objects.values_list('item_id', 'decision'))
 print(json.dumps({'items': items, 'verdicts': verdicts}))
 """
+
+
+RUNS_CODE = """
+import json, sys
+from reviewqueue.models import LoopRun
+fields = ('run_id', 'outcome', 'stop_reason', 'attempts', 'grades', 'step_limit', 'draft', 'deliveries', 'error')
+print(json.dumps(list(LoopRun.objects.filter(run_id__in=sys.argv[1:]).values(*fields)), default=str))
+"""
+
+
+def runs_explained(container: str, run_ids: list[str]) -> list[dict[str, Any]]:
+    code = RUNS_CODE.replace("sys.argv[1:]", json.dumps(run_ids))
+    return json.loads(manage(container, "shell", "-c", code).strip().splitlines()[-1])
 
 
 def snapshot(container: str) -> dict[str, Any]:
