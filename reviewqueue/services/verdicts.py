@@ -43,6 +43,7 @@ from ..models import (
     ReasonLabel,
     ReviewItem,
     StepLimitChange,
+    UndoneAnswer,
     Verdict,
 )
 from . import review_quality
@@ -275,7 +276,8 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
     the run is cancelled with it. Once a worker has started the run, the
     send-back stands and UndoRefused says so. An answer in a double review
     is taken back while the item still waits and no one has answered it
-    since; a gold answer, always."""
+    since; a gold answer, always. What was taken back is kept as an
+    ``UndoneAnswer`` row, for the item's timeline."""
     now = now or timezone.now()
     window = undo_window()
     with transaction.atomic():
@@ -311,8 +313,9 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
             change.delete()
         if verdict.reason_label and verdict.decision == Verdict.Decision.REJECT:
             LabelCount.objects.filter(queue=queue, label=verdict.reason_label, count__gt=0).update(count=F("count") - 1)
-        verdict.delete()
         mine = Judgement.objects.filter(item=item, reviewer=reviewer, kind=Judgement.Kind.REVIEW).first()
+        _record_undone(verdict, UndoneAnswer.Kind.VERDICT, mine.round if mine else item.review_round, now)
+        verdict.delete()
         if mine is not None:  # the answer that settled a double review: the item waits for it again
             item.review_round = mine.round
             mine.delete()
@@ -358,12 +361,30 @@ def _undo_answer(queue: Queue, answer: Judgement, reviewer: AbstractBaseUser, no
         if later or (held and item.lease_expires_at is not None and item.lease_expires_at >= now):
             raise UndoRefused(f"another reviewer is answering item {item.pk} now, so your answer stands")
         item.review_round = answer.round
+    _record_undone(answer, answer.kind, answer.round, now)
     answer.delete()
     _hand_back(item, reviewer, queue, now)
     if item.gold_id is not None:
         review_quality.gold_waiting_moved(queue.pk, +1)  # waiting again, as a real item's undo adds to the depth
         review_quality.update_standing(reviewer, now)
     return item
+
+
+def _record_undone(answer: Verdict | Judgement, kind: str, round_: int, now: datetime) -> UndoneAnswer:
+    """What the undone answer was, kept for the item's timeline before the
+    answer's own row is deleted."""
+    return UndoneAnswer.objects.create(
+        item_id=answer.item_id,
+        reviewer_id=answer.reviewer_id,
+        kind=kind,
+        round=round_,
+        decision=answer.decision,
+        reason_label=answer.reason_label,
+        note=answer.note,
+        settled_by=getattr(answer, "settled_by", ""),
+        decided_at=answer.created_at,
+        undone_at=now,
+    )
 
 
 def _hand_back(item: ReviewItem, reviewer: AbstractBaseUser, queue: Queue, now: datetime) -> None:
