@@ -236,6 +236,7 @@ def test_a_run_starts_each_queue_from_its_backlog_and_says_so(client: Client, op
     assert run.status == SimulationRun.Status.DONE, run.error
     stored = {q["slug"]: q["initial_ages_min"] for q in run.params["multi"]["queues"]}
     assert stored == {"default": [], "team-a": [45.0] * 25, "team-b": [3.0, 2.5]}
+    assert all(q["backpressure"] for q in run.params["multi"]["queues"])  # as in production
     expected = _direct(form)
     assert run.result["changes"] == expected["changes"]
     # 25 items 45 minutes old in a queue of 30 (high watermark 24): team-a waits longer than empty.
