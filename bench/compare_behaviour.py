@@ -4,15 +4,20 @@
 
 Runs, in each checkout with that checkout's own ``.venv/bin/python``, the
 stop-rule bench (``python -m loops bench stop-rules --sigma 0.1 --json``, its
-seeds fixed by ``--seeds``) and the capacity model for every preset
-(``python -m simulation run --preset X --seed 1 --json``), and compares the
+seeds fixed by ``--seeds``), the capacity model for every preset
+(``python -m simulation run --preset X --seed 1 --json``) and the "add a
+queue" what-if of several queues sharing one reviewer pool, in both models
+(``python -m simulation queues ... --add ... --json``), and compares the
 outputs byte for byte. Prints one line per command, "identical" or, for JSON,
 each key whose value differs or exists on one side only (a unified diff for
 anything else), and exits 1 if any output differs (2 if a command fails).
 ``--allow-added scenario.initial_ages_min`` accepts a key present only after,
 for a field added with a default that changes nothing; such keys are still
-printed. Meant for a restructuring that should change no behaviour: run it on
-the commit before and the commit after.
+printed. A key inside a list is written with its index (``queues[1].slug``);
+an allowed key may leave the index out (``queues[].slug``) or start with
+``*`` to match any prefix (``*initial_ages_min``). Meant for a restructuring
+that should change no behaviour: run it on the commit before and the commit
+after.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +50,11 @@ def commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
         sim = ["-m", "simulation", "run", "--preset", preset, "--seed", str(args.seed)]
         sim += ["--replications", str(args.replications), "--workers", "1", "--json"]
         runs.append((f"simulation {preset}", sim))
+    for model in ("poisson", "article"):
+        queues = ["-m", "simulation", "queues", "--queue", "support:1.2:30", "--queue", "billing:0.8:30"]
+        queues += ["--review-per-min", "3", "--reviewers", "2", "--model", model, "--add", "batch:1.5:30"]
+        queues += ["--replications", str(args.replications), "--seed", str(args.seed), "--json"]
+        runs.append((f"simulation queues --add ({model})", queues))
     return runs
 
 
@@ -69,6 +80,12 @@ def json_differences(before: object, after: object, path: str = "") -> list[tupl
             else:
                 found += json_differences(before[key], after[key], where)
         return found
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [
+            found
+            for i, (b, a) in enumerate(zip(before, after, strict=True))
+            for found in json_differences(b, a, f"{path}[{i}]")
+        ]
     if before != after:
         return [(path, f"changed: {json.dumps(before)[:200]} -> {json.dumps(after)[:200]}")]
     return []
@@ -81,8 +98,18 @@ def compare(before: str, after: str, allowed: set[str]) -> tuple[bool, list[str]
     except ValueError:
         diff = difflib.unified_diff(before.splitlines(), after.splitlines(), "before", "after", lineterm="", n=1)
         return True, list(diff)
-    differs = any(not (what.startswith("added") and where in allowed) for where, what in found)
-    return differs, [f"{where} {what}" + (" (allowed)" if where in allowed else "") for where, what in found]
+    accepted = [what.startswith("added") and is_allowed(where, allowed) for where, what in found]
+    lines = [
+        f"{where} {what}" + (" (allowed)" if ok else "") for (where, what), ok in zip(found, accepted, strict=True)
+    ]
+    return not all(accepted), lines
+
+
+def is_allowed(where: str, allowed: set[str]) -> bool:
+    """``where`` is one of the allowed keys: exactly, with its list indexes
+    left out, or through a leading ``*``."""
+    plain = re.sub(r"\[\d+\]", "[]", where)
+    return any(key in (where, plain) or (key.startswith("*") and plain.endswith(key[1:])) for key in allowed)
 
 
 def main() -> None:

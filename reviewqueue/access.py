@@ -152,6 +152,10 @@ OPERATOR_READS = (
     "golditem",
     "judgement",
     "reviewerstanding",
+    # What the item timeline reads beside the verdicts: each lease's
+    # renewals, and the answers reviewers took back (services.renew, undo).
+    "leaserenewal",
+    "undoneanswer",
     # Role changes the identity provider's groups made (services.identity).
     "roleaudit",
 )

@@ -326,6 +326,21 @@ class JudgementAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
 
+@admin.register(models.LeaseRenewal)
+class LeaseRenewalAdmin(ReadOnlyAdmin):
+    list_display = ("id", "item", "holder", "claimed_at", "renewals", "first_at", "last_at", "expires_at")
+    raw_id_fields = ("item", "holder")
+    date_hierarchy = "last_at"
+
+
+@admin.register(models.UndoneAnswer)
+class UndoneAnswerAdmin(ReadOnlyAdmin):
+    list_display = ("id", "item", "reviewer", "kind", "round", "decision", "reason_label", "decided_at", "undone_at")
+    list_filter = ("kind", "decision", "reason_label")
+    raw_id_fields = ("item", "reviewer")
+    date_hierarchy = "undone_at"
+
+
 @admin.register(models.ReviewerStanding)
 class ReviewerStandingAdmin(ReadOnlyAdmin):
     """Flags and pauses are set from gold answers; an operator clears them with

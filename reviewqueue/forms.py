@@ -345,9 +345,9 @@ class WhatIfForm(forms.Form):
         for name in self.OPTIONAL_MINUTES:
             data[name] = data.get(name) or 0.0
         try:
-            ages = [float(age) for age in (data.get("initial_ages_min") or "").split(",") if age.strip()]
+            ages = parse_backlog(data.get("initial_ages_min"))
         except ValueError:
-            self.add_error(None, "The backlog to start from is not a list of ages; load the live data again.")
+            self.add_error(None, BACKLOG_ERROR)
             return data
         try:
             fields = {k: data[k] for k in self.SCENARIO_FIELDS}
@@ -375,8 +375,7 @@ class WhatIfForm(forms.Form):
     @property
     def backlog_size(self) -> int:
         """How many waiting items the run starts from (the hidden field's ages)."""
-        value = self["initial_ages_min"].value() or ""
-        return sum(1 for age in str(value).split(",") if age.strip())
+        return backlog_size(self["initial_ages_min"].value())
 
     def params(self) -> dict[str, Any]:
         """What a SimulationRun stores: the scenario and how to run it."""
@@ -398,6 +397,20 @@ class WhatIfForm(forms.Form):
 def backlog_text(ages: Any) -> str:
     """The hidden backlog field's value: ages in minutes, comma-separated."""
     return ",".join(f"{age:g}" for age in ages)
+
+
+BACKLOG_ERROR = "The backlog to start from is not a list of ages; load the live data again."
+
+
+def parse_backlog(text: str | None) -> list[float]:
+    """The ages of a hidden backlog field; ValueError if one is not a number
+    (the simulation's scenario refuses negative or endless ones, by name)."""
+    return [float(age) for age in (text or "").split(",") if age.strip()]
+
+
+def backlog_size(text: object) -> int:
+    """How many waiting items a hidden backlog field holds."""
+    return sum(1 for age in str(text or "").split(",") if age.strip())
 
 
 def scenario_initial(scenario: Any, **extra: Any) -> dict[str, Any]:
@@ -442,7 +455,7 @@ class AddQueueWhatIfForm(forms.Form):
         min_value=1,
         max_value=MAX_ADD_QUEUE_HOURS,
         initial=8,
-        label="Duration (hours, from empty queues)",
+        label="Duration (hours, from today's backlog)",
     )
     replications = forms.IntegerField(
         min_value=1,
@@ -472,11 +485,22 @@ class AddQueueWhatIfForm(forms.Form):
                 label=f"{q.slug}: capacity (items)",
                 error_messages={"required": f"Enter {q.slug}'s capacity in items."},
             )
+            # Its waiting items' ages when the page was prefilled (as WhatIfForm's
+            # initial_ages_min); blank starts it empty.
+            fields[f"backlog__{q.slug}"] = forms.CharField(required=False, widget=forms.HiddenInput)
         # The existing queues first, as the page shows them.
         self.fields = {**fields, **self.fields}
 
-    def queue_rows(self) -> list[tuple[Queue, forms.BoundField, forms.BoundField]]:
-        return [(q, self[f"rate__{q.slug}"], self[f"capacity__{q.slug}"]) for q in self.queues]
+    def queue_rows(self) -> list[tuple[Queue, forms.BoundField, forms.BoundField, forms.BoundField, int]]:
+        """Each queue with its rate, capacity and backlog fields, and how many
+        waiting items it starts from."""
+        rows = []
+        for q in self.queues:
+            backlog = self[f"backlog__{q.slug}"]
+            rows.append(
+                (q, self[f"rate__{q.slug}"], self[f"capacity__{q.slug}"], backlog, backlog_size(backlog.value()))
+            )
+        return rows
 
     def other_fields(self) -> list[forms.BoundField]:
         return [self[name] for name in self.fields if "__" not in name]
@@ -500,6 +524,13 @@ class AddQueueWhatIfForm(forms.Form):
         if self.errors:
             return data
         try:
+            backlogs = {q.slug: tuple(parse_backlog(data.get(f"backlog__{q.slug}"))) for q in self.queues}
+        except ValueError:
+            self.add_error(None, BACKLOG_ERROR)
+            return data
+        try:
+            # Backpressure on, as in production (QueueSpec's default); each live
+            # queue from its backlog, the new one from empty.
             specs = tuple(
                 QueueSpec(
                     slug=q.slug,
@@ -507,6 +538,7 @@ class AddQueueWhatIfForm(forms.Form):
                     capacity=data[f"capacity__{q.slug}"],
                     high_watermark=q.high_watermark,
                     low_watermark=q.low_watermark,
+                    initial_ages_min=backlogs[q.slug],
                 )
                 for q in self.queues
             )

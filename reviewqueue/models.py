@@ -754,6 +754,66 @@ class Judgement(models.Model):
         return policy.counts_as_approval(self.decision)
 
 
+class LeaseRenewal(models.Model):
+    """A lease's renewals, kept as one row per lease: the item, its holder
+    and the claim the lease began with, how many times the review page
+    renewed it, the first and the last time, and where the last renewal
+    moved its end. A page renews every minute while its reviewer works, so a
+    row per renewal would grow by one per reviewer-minute all day; this row
+    grows by one per lease that was renewed at all, and a renewal changes
+    only columns no index holds (an in-place update on PostgreSQL).
+
+    Written by ``services.renew`` under the item's row lock, never on the
+    claim or the verdict, so the reviewer's keypress sends no statement
+    more. The item's timeline reads it (ARCHITECTURE.md, "Finding items")."""
+
+    # No index of its own: the unique constraint's index leads with the item.
+    item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="lease_renewals", db_index=False)
+    holder = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    claimed_at = models.DateTimeField(help_text="when the lease began: with the item and holder, which lease")
+    renewals = models.PositiveIntegerField(default=1)
+    first_at = models.DateTimeField(help_text="the first renewal")
+    last_at = models.DateTimeField(help_text="the latest renewal")
+    expires_at = models.DateTimeField(help_text="the lease's end as the latest renewal set it")
+
+    class Meta:
+        constraints = [
+            # One row per lease; its index is also renew's lookup and the timeline's (by item).
+            models.UniqueConstraint(fields=["item", "claimed_at", "holder"], name="one_renewal_row_per_lease")
+        ]
+
+    def __str__(self) -> str:
+        return f"lease on #{self.item_id} renewed {self.renewals}x"
+
+
+class UndoneAnswer(models.Model):
+    """An answer its reviewer took back inside the undo window: what it
+    decided, who gave it, when, and when it was undone. Undo deletes the
+    verdict (or the double review's answer) it takes back, since the item's
+    outcome, the tuner and the producer must never see it; this row keeps
+    the fact for the item's timeline and the admin. Written only by
+    ``services.undo``, which is its own request."""
+
+    class Kind(models.TextChoices):
+        VERDICT = "verdict", "the item's verdict"
+        REVIEW = "review", "a double review's answer"
+        GOLD = "gold", "a gold item's answer"
+
+    item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="undone_answers")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    round = models.PositiveSmallIntegerField(default=1, help_text="the review round the answer was given in")
+    decision = models.CharField(max_length=16, choices=Verdict.Decision.choices)
+    reason_label = models.CharField(max_length=20, choices=ReasonLabel.choices, blank=True)
+    note = models.TextField(blank=True)
+    settled_by = models.CharField(max_length=16, blank=True, help_text="a verdict: how it had settled the item")
+    decided_at = models.DateTimeField(help_text="when the answer was given")
+    undone_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"undone {self.decision} #{self.item_id}"
+
+
 class ReviewerStanding(models.Model):
     """A reviewer's standing in the queue: flagged when their accuracy on
     gold falls below the policy's bar with enough answers, paused from the

@@ -39,8 +39,11 @@ from simulation.scenario import MODELS, Scenario
 @dataclass(frozen=True)
 class QueueSpec:
     """One queue: its own loops' production rate, its capacity and watermarks
-    (fractions of capacity), the weights of its items' priorities (0 lowest)
-    and whether backpressure (draft mode, shedding) is on."""
+    (fractions of capacity), the weights of its items' priorities (0 lowest),
+    whether backpressure (draft mode, shedding) is on, and the backlog it
+    starts from: the ages in minutes of the items already waiting (a live
+    queue's, from its waiting items), as the single-queue ``Scenario``'s
+    ``initial_ages_min``; empty starts from an empty queue."""
 
     slug: str
     production_per_min: float
@@ -49,6 +52,7 @@ class QueueSpec:
     low_watermark: float = 0.3
     priority_mix: tuple[float, ...] = (0.3, 0.5, 0.2)
     backpressure: bool = True
+    initial_ages_min: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         check_slug(self.slug)
@@ -98,6 +102,7 @@ class MultiScenario:
             low_watermark=spec.low_watermark,
             priority_mix=spec.priority_mix,
             backpressure=spec.backpressure,
+            initial_ages_min=spec.initial_ages_min,
         )
 
     def with_queue(self, spec: QueueSpec) -> MultiScenario:
@@ -111,7 +116,14 @@ class MultiScenario:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "queues": [{**dataclasses.asdict(q), "priority_mix": list(q.priority_mix)} for q in self.queues],
+            "queues": [
+                {
+                    **dataclasses.asdict(q),
+                    "priority_mix": list(q.priority_mix),
+                    "initial_ages_min": list(q.initial_ages_min),
+                }
+                for q in self.queues
+            ],
             "review_per_min": self.review_per_min,
             "reviewers": self.reviewers,
             "duration_min": self.duration_min,
@@ -169,14 +181,15 @@ class _Pool:
 
 
 def simulate_multi(ms: MultiScenario, seed: int) -> MultiRunResult:
-    """One run of ``ms`` from empty queues, reproducible from ``seed``.
+    """One run of ``ms``, each queue starting from its backlog (an empty
+    queue when it has none), reproducible from ``seed``.
 
     Each queue draws its arrivals, outputs, verdicts and its items' review
     times from its own random stream (``queue_stream``), so a queue added
     later leaves the others' draws as they were: without and with it, the
-    other queues see the same work, and only the sharing of the pool
-    differs. The processes start in the single-queue model's order, so a
-    one-queue scenario reproduces ``simulate`` exactly.
+    other queues see the same work (their backlogs included), and only the
+    sharing of the pool differs. The processes start in the single-queue
+    model's order, so a one-queue scenario reproduces ``simulate`` exactly.
     """
     env = simpy.Environment()
     queues = [
@@ -184,7 +197,8 @@ def simulate_multi(ms: MultiScenario, seed: int) -> MultiRunResult:
     ]
     pool = _Pool(ms, queues)
     for q in queues:
-        q.result.depth_series.append(0)
+        q.seed_backlog(q.sc.initial_ages_min)  # as simulate() does: the same draws, in the same order
+        q.result.depth_series.append(q.depth)
         q.result.step_limit_trajectory.append(q.step_limit)
     events = EventTally()
     horizon = float(ms.duration_min)

@@ -26,9 +26,10 @@ from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
+from django.utils.text import Truncator
 
 from ..finality import final_at, undo_window
-from ..models import CircuitBreakerEntry, Judgement, LoopRun, Queue, ReviewItem, Verdict
+from ..models import CircuitBreakerEntry, Judgement, LoopRun, Queue, ReviewItem, UndoneAnswer, Verdict
 
 PAGE_SIZE = 50
 # Full text in one language-agnostic configuration: the tasks and outputs
@@ -251,33 +252,32 @@ class Event:
     """One line of an item's timeline."""
 
     at: datetime | None
-    kind: str  # admitted, claimed, lease, answer, verdict, final, webhook, shed, version
+    kind: str  # admitted, claimed, lease, renewal, answer, undone, verdict, final, webhook, shed, version
     text: str
     item_link: int | None = None  # another item this line points to (a version)
 
 
 def timeline(item: ReviewItem) -> list[Event]:
     """What happened to the item, oldest first, read from the rows that
-    record it: its admission and run, the current lease and how many ran
-    out, every answer (double review rounds), the settled verdict and the
-    instant it became final, each webhook event with its attempts, a shed
-    entry, and the versions before and after it. An undone verdict leaves
-    no row, so it shows only as the answer that replaced it."""
-    events = [*_admission(item), *_lease(item)]
+    record it: its admission and run, the current lease, each lease's
+    renewals and how many leases ran out, every answer (double review
+    rounds), each answer taken back, the settled verdict and the instant it
+    became final, each webhook event with its attempts, a shed entry, and
+    the versions before and after it."""
+    events = [*_admission(item), *_lease(item), *_renewals(item), *_undone(item)]
     for judgement in item.judgements.select_related("reviewer").order_by("created_at", "pk"):
-        who = judgement.reviewer.get_username() if judgement.reviewer else "a removed user"
-        label = f" ({judgement.reason_label})" if judgement.reason_label else ""
         events.append(
             Event(
-                judgement.created_at, "answer", f"Round {judgement.round}: {who} answered {judgement.decision}{label}"
+                judgement.created_at,
+                "answer",
+                f"Round {judgement.round}: {_who(judgement.reviewer)} answered {_decided(judgement)}",
             )
         )
     verdict = Verdict.objects.select_related("reviewer").filter(item=item).first()
     if verdict is not None:
-        who = verdict.reviewer.get_username() if verdict.reviewer else "a removed user"
-        label = f" ({verdict.reason_label})" if verdict.reason_label else ""
         how = verdict.get_settled_by_display()
-        events.append(Event(verdict.created_at, "verdict", f"Settled: {verdict.decision}{label} by {who}, {how}"))
+        text = f"Settled: {_decided(verdict)} by {_who(verdict.reviewer)}, {how}"
+        events.append(Event(verdict.created_at, "verdict", text))
         events.append(Event(final_at(verdict.created_at), "final", "Final: the undo window closed"))
     events.extend(_deliveries(item))
     for later in item.next_versions.order_by("pk"):
@@ -322,6 +322,67 @@ def _lease(item: ReviewItem) -> list[Event]:
         events.append(Event(None, "lease", f"A lease ran out before a verdict {times}"))
     if item.status == ReviewItem.Status.CLAIMED and item.lease_expires_at:
         events.append(Event(item.lease_expires_at, "lease", "The current lease runs out (renewals move this)"))
+    return events
+
+
+def _who(user: AbstractBaseUser | None) -> str:
+    return user.get_username() if user is not None else "a removed user"
+
+
+def _decided(answer: Verdict | Judgement | UndoneAnswer) -> str:
+    """An answer in words: its decision, a rejection's label."""
+    label = f" ({answer.get_reason_label_display()})" if answer.reason_label else ""
+    return f"{answer.get_decision_display().lower()}{label}"
+
+
+def _clock(at: datetime, line: datetime | None = None) -> str:
+    """A time inside a line's text: the time of day when it falls on the
+    line's own day (which the line's date shows), else the date too."""
+    local = timezone.localtime(at)
+    if line is not None and local.date() == timezone.localtime(line).date():
+        return local.strftime("%H:%M:%S")
+    return local.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
+
+
+SETTLED_BY = dict(Verdict._meta.get_field("settled_by").choices or [])
+
+
+def _renewals(item: ReviewItem) -> list[Event]:
+    """One line per lease that was renewed, at its latest renewal."""
+    events = []
+    for lease in item.lease_renewals.select_related("holder").order_by("last_at", "pk"):
+        at = lease.last_at
+        first = "" if lease.renewals == 1 else f", first renewal {_clock(lease.first_at, at)}"
+        text = (
+            f"{_who(lease.holder)} renewed the lease {_times(lease.renewals)} (claimed {_clock(lease.claimed_at, at)}"
+            f"{first}); it then ran to {_clock(lease.expires_at, at)}"
+        )
+        events.append(Event(lease.last_at, "renewal", text))
+    return events
+
+
+def _undone(item: ReviewItem) -> list[Event]:
+    """One line per answer taken back, at the moment it was undone."""
+    events = []
+    for undone in item.undone_answers.select_related("reviewer").order_by("undone_at", "pk"):
+        if undone.kind == UndoneAnswer.Kind.VERDICT:
+            settled = SETTLED_BY.get(undone.settled_by, "")
+            what = f"verdict, {_decided(undone)}" + (f" ({settled})" if settled and undone.round > 1 else "")
+        elif undone.kind == UndoneAnswer.Kind.REVIEW:
+            what = f"round {undone.round} answer, {_decided(undone)}"
+        else:
+            what = f"gold answer, {_decided(undone)}"
+        note = f' ("{Truncator(undone.note).chars(80)}")' if undone.note else ""
+        seconds = max(0, round((undone.undone_at - undone.decided_at).total_seconds()))
+        text = (
+            f"Undone: {_who(undone.reviewer)} took back their {what}{note}, "
+            f"given at {_clock(undone.decided_at, undone.undone_at)}, undone {seconds} s later"
+        )
+        events.append(Event(undone.undone_at, "undone", text))
     return events
 
 

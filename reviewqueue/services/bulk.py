@@ -15,8 +15,10 @@ a reviewer holds under a live lease is never taken from them: only waiting
 items with no live lease are rejected, moved or expired, and only shed items
 and items whose lease has run out are requeued. The queue's row is taken
 last, for the depth, one queue at a time (ARCHITECTURE.md, "Many queues"):
-a move takes one off the old queue per item and adds the moved count to the
-new one in a transaction of its own, so no transaction holds two queues.
+a move adds each item to the new queue's depth in the item's transaction,
+then takes it off the old queue's in a transaction of its own, so no
+transaction holds two queues and the queue that holds an item always counts
+it (for a moment both do).
 
 **What producers hear.** A rejection is an operator's verdict through
 ``verdicts.settle_item``, the path every verdict takes: its ``item.decided``
@@ -121,8 +123,6 @@ def bulk_apply(
     if len(pks) > BULK_LIMIT:
         raise InvalidInput("filter", f"matches more than {BULK_LIMIT} items; narrow it")
     applied = sum(_apply_one(pk, action, operator, reason_label, target, now) for pk in pks)
-    if action == "move" and target is not None and applied:
-        _add_to_depth(target.pk, applied, now)
     _audit(operator, filters, action, reason_label, target, len(pks), applied, now)
     return BulkResult(action=action, matched=len(pks), applied=applied, skipped=len(pks) - applied)
 
@@ -141,6 +141,7 @@ def _apply_one(
 ) -> bool:
     """One item in its own transaction; False when it was skipped (locked
     by someone deciding it, or no longer eligible)."""
+    left = None
     with transaction.atomic():
         item = ReviewItem.objects.select_for_update(skip_locked=True).filter(_applies(action, now), pk=pk).first()
         if item is None:
@@ -154,8 +155,12 @@ def _apply_one(
             _requeue(item, now)
         else:
             assert target is not None
-            _move(item, target, now)
-        return True
+            left = _move(item, target, now)
+    if left is not None:  # the moved item off the old queue's depth, once the new one counts it
+        with transaction.atomic():
+            queue = take_one_off_depth(left, now)
+            after_depth_change(queue, queue.depth, now)
+    return True
 
 
 def _release(item: ReviewItem) -> list[str]:
@@ -185,13 +190,18 @@ def _requeue(item: ReviewItem, now: datetime) -> None:
         _add_to_depth(item.queue_id, 1, now)
 
 
-def _move(item: ReviewItem, target: Queue, now: datetime) -> None:
+def _move(item: ReviewItem, target: Queue, now: datetime) -> int:
+    """The item into ``target``, counted in its depth in this transaction;
+    answers the queue it left, whose depth the caller takes it off after the
+    commit. Counted in the new queue first, so the queue that holds it always
+    counts it (for a moment both do): a reviewer who decides it there at once
+    takes one off a depth that counted it."""
     source = item.queue_id
     changed = _release(item)
     item.status, item.queue_id = ReviewItem.Status.PENDING, target.pk
     item.save(update_fields=[*changed, "status", "queue", "updated_at"])
-    queue = take_one_off_depth(source, now)
-    after_depth_change(queue, queue.depth, now)
+    _add_to_depth(target.pk, 1, now)
+    return source
 
 
 def _add_to_depth(queue_pk: int, count: int, now: datetime) -> None:

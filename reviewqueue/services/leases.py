@@ -3,9 +3,10 @@
 ``claim`` locks the chosen item row (``SELECT ... FOR UPDATE SKIP LOCKED``
 inside one ``UPDATE`` on PostgreSQL, see ``claim_pg``; a conditional update
 elsewhere); ``expire_leases`` (the beat task's sweep) updates expired rows;
-``release`` and ``renew`` lock
-the held item's row. None of them takes a queue row's lock: a lease moves
-no item in or out of the waiting set, so the kept depth does not change.
+``release`` and ``renew`` lock the held item's row (``renew`` also counts
+the renewal on the lease's one ``LeaseRenewal`` row, under that lock). None
+of them takes a queue row's lock: a lease moves no item in or out of the
+waiting set, so the kept depth does not change.
 
 A reviewer claims only from the queues they review
 (``Queue.objects.reviewable_by``); every other lease operation needs the
@@ -28,7 +29,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from .. import policy
-from ..models import OPERATOR_ROUND, Judgement, Queue, ReviewerStanding, ReviewItem
+from ..models import OPERATOR_ROUND, Judgement, LeaseRenewal, Queue, ReviewerStanding, ReviewItem
 from . import claim_pg, review_quality
 from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
 
@@ -372,10 +373,23 @@ def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = 
 
 
 def renew(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
-    """Extend the holder's live lease by its queue's lease length. Safe to repeat."""
+    """Extend the holder's live lease by its queue's lease length, and count
+    the renewal on the lease's one ``LeaseRenewal`` row (written the first
+    time, updated after). Safe to repeat: each call is one more renewal."""
     now = now or timezone.now()
     with transaction.atomic():
         item = held_item(item_id, reviewer, now, with_lease_seconds=True)
         item.lease_expires_at = now + timedelta(seconds=item.queue_lease_seconds)
         item.save(update_fields=["lease_expires_at", "updated_at"])
+        _count_renewal(item, reviewer, now)
         return item
+
+
+def _count_renewal(item: ReviewItem, reviewer: AbstractBaseUser, now: datetime) -> None:
+    """One more renewal on the lease's row. The item's row lock, held by the
+    caller, serialises the renewals of one lease, so the update finds the
+    row or, the first time, nothing, and the insert cannot collide."""
+    lease = {"item_id": item.pk, "holder_id": reviewer.pk, "claimed_at": item.claimed_at or now}
+    moved = {"last_at": now, "expires_at": item.lease_expires_at}
+    if not LeaseRenewal.objects.filter(**lease).update(renewals=F("renewals") + 1, **moved):
+        LeaseRenewal.objects.create(**lease, **moved, first_at=now)

@@ -258,7 +258,13 @@ def multi_scenario(params: dict[str, Any]) -> tuple[Any, Any]:
     from simulation import MultiScenario, QueueSpec
 
     stored = params["multi"]
-    specs = tuple(QueueSpec(**{**q, "priority_mix": tuple(q["priority_mix"])}) for q in stored["queues"])
+    # A run stored before queues had a backlog has none: it starts empty.
+    specs = tuple(
+        QueueSpec(
+            **{**q, "priority_mix": tuple(q["priority_mix"]), "initial_ages_min": tuple(q.get("initial_ages_min", ()))}
+        )
+        for q in stored["queues"]
+    )
     ms = MultiScenario(
         queues=specs,
         review_per_min=float(stored["review_per_min"]),

@@ -17,7 +17,11 @@ step-limit change, when one is due, is written under that lock before commit.
 ``send_back`` takes the same locks in the same order as ``decide``, and also
 writes, in that transaction, the run that resumes the item's loop (when our
 workers ran it), so a committed send-back always has its run.
-``undo`` is rare: it locks the policy row first, then the verdict and the item.
+``undo`` is rare. Taking back a verdict, it locks the queue's row, then the
+verdict and the decided item (which nobody else locks while waiting for a
+queue's row). Taking back an answer that settled nothing, it locks the
+waiting item first and then the queue's row, as every writer that holds a
+waiting item does (the next answer, an operator's settle, a bulk action).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from ..models import (
     ReasonLabel,
     ReviewItem,
     StepLimitChange,
+    UndoneAnswer,
     Verdict,
 )
 from . import review_quality
@@ -275,26 +280,32 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
     the run is cancelled with it. Once a worker has started the run, the
     send-back stands and UndoRefused says so. An answer in a double review
     is taken back while the item still waits and no one has answered it
-    since; a gold answer, always."""
+    since; a gold answer, always. What was taken back is kept as an
+    ``UndoneAnswer`` row, for the item's timeline."""
     now = now or timezone.now()
     window = undo_window()
     with transaction.atomic():
-        # The queue's lock first, as everywhere: the queue of the reviewer's
-        # latest answer, read before the lock and checked again after it.
+        # The latest answer, read before the locks and checked again after them.
         verdict, answer = _latest_answers(reviewer, now - window, lock=False)
         latest = (
             answer if answer is not None and (verdict is None or answer.created_at > verdict.created_at) else verdict
         )
         if latest is None:
             raise NothingToUndo(f"no verdict of yours in the last {window.seconds} seconds to undo")
-        queue = Queue.locked(latest.item.queue_id)
+        waiting = None
+        if latest is answer:
+            # An answer that settled nothing is on an item that still waits, which
+            # others lock before its queue's row (the next answer, an operator's
+            # settle, a bulk action): lock it first too, or each waits for the other.
+            waiting = ReviewItem.all_objects.select_for_update().get(pk=latest.item_id)
+        queue = Queue.locked(waiting.queue_id if waiting is not None else latest.item.queue_id)
         if not Queue.objects.reviewable_by(reviewer).filter(pk=queue.pk).exists():
             raise UndoRefused(f"you no longer review the queue of item {latest.item_id}, so your answer stands")
         verdict, answer = _latest_answers(reviewer, now - window, lock=True)
         if answer is not None and (verdict is None or answer.created_at > verdict.created_at):
-            if answer.pk != latest.pk:
+            if answer.pk != latest.pk or waiting is None:
                 raise UndoRefused("you answered again meanwhile; undo that answer first")
-            return _undo_answer(queue, answer, reviewer, now)
+            return _undo_answer(queue, answer, waiting, reviewer, now)
         if verdict is None or verdict.pk != latest.pk:
             raise UndoRefused("you answered again meanwhile; undo that answer first")
         item = verdict.item
@@ -311,8 +322,9 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
             change.delete()
         if verdict.reason_label and verdict.decision == Verdict.Decision.REJECT:
             LabelCount.objects.filter(queue=queue, label=verdict.reason_label, count__gt=0).update(count=F("count") - 1)
-        verdict.delete()
         mine = Judgement.objects.filter(item=item, reviewer=reviewer, kind=Judgement.Kind.REVIEW).first()
+        _record_undone(verdict, UndoneAnswer.Kind.VERDICT, mine.round if mine else item.review_round, now)
+        verdict.delete()
         if mine is not None:  # the answer that settled a double review: the item waits for it again
             item.review_round = mine.round
             mine.delete()
@@ -347,23 +359,45 @@ def _latest_answers(
     return verdict, answer
 
 
-def _undo_answer(queue: Queue, answer: Judgement, reviewer: AbstractBaseUser, now: datetime) -> ReviewItem:
-    """Take back a gold answer, or a double review's answer that settled nothing."""
-    item = ReviewItem.all_objects.select_for_update().get(pk=answer.item_id)
+def _undo_answer(
+    queue: Queue, answer: Judgement, item: ReviewItem, reviewer: AbstractBaseUser, now: datetime
+) -> ReviewItem:
+    """Take back a gold answer, or a double review's answer that settled
+    nothing; ``item`` is its item, locked by the caller."""
     if answer.kind == Judgement.Kind.REVIEW:
         if item.status not in ReviewItem.WAITING:
-            raise UndoRefused(f"item {item.pk} was decided since, by another reviewer's answer, so yours stands")
+            raise UndoRefused(
+                f"item {item.pk} has been settled since ({item.get_status_display()}), so your answer stands"
+            )
         later = item.review_round > answer.round + 1
         held = item.status == ReviewItem.Status.CLAIMED and item.lease_holder_id != reviewer.pk
         if later or (held and item.lease_expires_at is not None and item.lease_expires_at >= now):
             raise UndoRefused(f"another reviewer is answering item {item.pk} now, so your answer stands")
         item.review_round = answer.round
+    _record_undone(answer, answer.kind, answer.round, now)
     answer.delete()
     _hand_back(item, reviewer, queue, now)
     if item.gold_id is not None:
         review_quality.gold_waiting_moved(queue.pk, +1)  # waiting again, as a real item's undo adds to the depth
         review_quality.update_standing(reviewer, now)
     return item
+
+
+def _record_undone(answer: Verdict | Judgement, kind: str, round_: int, now: datetime) -> UndoneAnswer:
+    """What the undone answer was, kept for the item's timeline before the
+    answer's own row is deleted."""
+    return UndoneAnswer.objects.create(
+        item_id=answer.item_id,
+        reviewer_id=answer.reviewer_id,
+        kind=kind,
+        round=round_,
+        decision=answer.decision,
+        reason_label=answer.reason_label,
+        note=answer.note,
+        settled_by=getattr(answer, "settled_by", ""),
+        decided_at=answer.created_at,
+        undone_at=now,
+    )
 
 
 def _hand_back(item: ReviewItem, reviewer: AbstractBaseUser, queue: Queue, now: datetime) -> None:

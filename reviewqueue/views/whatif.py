@@ -208,6 +208,7 @@ def added_initial(queues: list[Queue], flow: LiveFlow) -> dict[str, Any]:
     for q in queues:
         initial[f"rate__{q.slug}"] = round(flow.arrivals_per_min[q.slug], 3)
         initial[f"capacity__{q.slug}"] = q.capacity
+        initial[f"backlog__{q.slug}"] = backlog_text(whatif_selectors.waiting_ages(q))
     return initial
 
 
@@ -302,6 +303,16 @@ def _added_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _started_from(multi: dict[str, Any], added: str) -> str:
+    """What an "add a queue" run started from, in words (a run stored before
+    queues had a backlog started empty)."""
+    waiting = [(q["slug"], len(q.get("initial_ages_min", []))) for q in multi["queues"]]
+    if not any(n for _, n in waiting):
+        return "from empty queues"
+    told = ", ".join(f"{n} waiting in {slug}" for slug, n in waiting if n)
+    return f"from today's backlog ({told}; {added} empty)"
+
+
 def added_result_context(run: SimulationRun) -> dict[str, Any]:
     """An "add a queue" run: each existing queue's figures without and with the
     new queue, the pool's utilisation, the new queue's own figures, two charts."""
@@ -313,6 +324,7 @@ def added_result_context(run: SimulationRun) -> dict[str, Any]:
         "added": added,
         "multi": params["multi"],
         "hours": params["multi"]["duration_min"] / 60,
+        "started_from": _started_from(params["multi"], added["slug"]),
     }
     if run.status != SimulationRun.Status.DONE or not run.result:
         return ctx

@@ -95,3 +95,41 @@ def test_a_reviewer_reads_their_history(
     expect(page.locator(f"#item-{items[0].pk}")).to_contain_text("logic error")
     _no_overflow(page, f"history at {width}")
     page.screenshot(path=str(artifacts / f"review-history-{width}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_timeline_shows_renewals_and_an_undone_verdict(
+    new_context: Any,
+    live_server: Any,
+    login: Any,
+    admit_item: Any,
+    operator: Any,
+    reviewer: Any,
+    width: str,
+    artifacts: Path,
+) -> None:
+    from reviewqueue import services
+
+    item = admit_item(task_description="Check the renewal dates", producer="alpha").item
+    services.claim(reviewer=reviewer)
+    for _ in range(4):
+        services.renew(item_id=item.pk, reviewer=reviewer)
+    services.send_back(item_id=item.pk, reviewer=reviewer, note="Say which calendar the dates use")
+    services.undo(reviewer=reviewer)
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=False, reason_label="unclear")
+    page = _open(new_context, login, width, "otto")
+    page.goto(f"{live_server.url}/ops/items/{item.pk}/")
+    renewal = page.locator("#timeline .event-renewal")
+    expect(renewal).to_have_count(1)
+    expect(renewal).to_contain_text("rita renewed the lease")
+    expect(renewal).to_contain_text("4 times")
+    undone = page.locator("#timeline .event-undone")
+    expect(undone).to_have_count(1)
+    expect(undone).to_contain_text("rita took back their verdict, sent back with a note")
+    expect(undone).to_contain_text("Say which calendar the dates use")
+    expect(page.locator("#timeline .event-verdict")).to_contain_text("reject (unclear) by rita")
+    for line in (renewal, undone):
+        box = line.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= WIDTHS[width]["width"], (width, box)
+    _no_overflow(page, f"timeline at {width}")
+    page.screenshot(path=str(artifacts / f"ops-item-timeline-{width}.png"), full_page=True)

@@ -179,6 +179,7 @@ def test_if_we_add_a_queue_from_the_overview_at_both_widths(
     expect(page.locator("#existing-queues tbody tr")).to_have_count(3)
     expect(page.locator("#id_rate__team-a")).to_have_value("0.15")
     expect(page.locator("#id_capacity__team-a")).to_have_value("10")
+    expect(page.locator("#waiting-team-a")).to_have_text("9 items")  # the run starts from them
     expect(page.locator("#live-measured")).to_contain_text("enter the team's review rate by hand")
     found = page.evaluate(OVERFLOW)
     assert found["scroll"] <= found["client"], f"add-queue form at {width}: {found}"
@@ -188,6 +189,7 @@ def test_if_we_add_a_queue_from_the_overview_at_both_widths(
     result = page.locator("#added-changes")
     expect(result).to_be_visible(timeout=30_000)
     expect(page.locator("#change-team-a")).to_contain_text("→")
+    expect(page.locator("#result")).to_contain_text("from today's backlog (1 waiting in default, 9 waiting in team-a")
     expect(page.locator("#utilisation")).to_contain_text("%")
     expect(page.locator(".pair-chart svg")).to_have_count(2)
     display = page.locator("#change-team-a td").first.evaluate("td => getComputedStyle(td).display")

@@ -208,6 +208,7 @@ def test_cli_queues_json(capsys):
         "low_watermark": 0.3,
         "priority_mix": [0.3, 0.5, 0.2],
         "backpressure": True,
+        "initial_ages_min": [],  # no backlog: the queue starts empty
     }
     for q in d["queues"].values():
         for key in ("arrived", "lost", "overflow_pct", "mean_wait_min", "p95_wait_min", "time_in_draft_min"):

@@ -4,7 +4,7 @@ items share a timestamp, the reviewer's history and the item's timeline."""
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -123,3 +123,56 @@ def test_the_timeline_links_the_versions(admit_item: Any) -> None:
     second.refresh_from_db()
     assert any(event.item_link == second.pk for event in selectors.timeline(first))
     assert any(event.item_link == first.pk for event in selectors.timeline(second))
+
+
+def test_the_timeline_shows_each_leases_renewals_on_one_line(admit_item: Any, reviewer: Any) -> None:
+    item = admit_item().item
+    held = services.claim(reviewer=reviewer)
+    start = timezone.now()
+    for minute in (1, 2, 3):
+        services.renew(item_id=item.pk, reviewer=reviewer, now=start + timedelta(minutes=minute))
+    renewals = [event for event in selectors.timeline(ReviewItem.objects.get(pk=item.pk)) if event.kind == "renewal"]
+    assert len(renewals) == 1
+    (line,) = renewals
+    assert line.at == start + timedelta(minutes=3)
+    assert "rita renewed the lease 3 times" in line.text
+    assert f"(claimed {selectors._clock(held.claimed_at, line.at)}" in line.text
+    assert f"first renewal {selectors._clock(start + timedelta(minutes=1), line.at)})" in line.text
+
+
+def test_the_timeline_says_what_was_undone_by_whom_and_when(admit_item: Any, reviewer: Any) -> None:
+    item = admit_item().item
+    services.claim(reviewer=reviewer)
+    given = timezone.now()
+    services.send_back(item_id=item.pk, reviewer=reviewer, note="Cover the leap year", now=given)
+    services.undo(reviewer=reviewer, now=given + timedelta(seconds=7))
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=True, now=given + timedelta(seconds=9))
+    events = selectors.timeline(ReviewItem.objects.get(pk=item.pk))
+    kinds = [event.kind for event in events]
+    assert kinds.index("undone") < kinds.index("verdict")  # taken back before the verdict that stands
+    (undone,) = [event for event in events if event.kind == "undone"]
+    assert undone.at == given + timedelta(seconds=7)
+    assert "rita took back their verdict, sent back with a note" in undone.text
+    assert '("Cover the leap year")' in undone.text
+    assert f"given at {selectors._clock(given, undone.at)}, undone 7 s later" in undone.text
+    assert any(event.kind == "verdict" and "approve by rita" in event.text for event in events)
+
+
+@pytest.mark.double_review
+def test_the_timeline_names_the_round_of_an_undone_double_review_answer(
+    admit_item: Any, reviewer: Any, make_user: Any
+) -> None:
+    services.policy_update(user=None, changes={"double_review_rate": 1.0, "gold_rate": 0})
+    make_user("ben", "reviewer")  # a second reviewer exists, so the item is double-reviewed
+    item = admit_item().item
+    services.claim(reviewer=reviewer)
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=False, reason_label="unclear")
+    services.undo(reviewer=reviewer)
+    (undone,) = [e for e in selectors.timeline(ReviewItem.objects.get(pk=item.pk)) if e.kind == "undone"]
+    assert "rita took back their round 1 answer, reject (unclear)" in undone.text
+
+
+def test_a_time_in_a_line_shows_its_date_only_when_it_is_another_day() -> None:
+    line = timezone.make_aware(datetime(2026, 3, 4, 10, 0, 5))
+    assert selectors._clock(line - timedelta(seconds=5), line) == "10:00:00"
+    assert selectors._clock(line - timedelta(days=1), line) == "2026-03-03 10:00:05"

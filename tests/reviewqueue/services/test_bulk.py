@@ -51,6 +51,22 @@ def test_a_changed_count_is_refused_and_changes_nothing(operator: Any, admit_ite
     assert not PolicyAudit.objects.exists()
 
 
+def test_a_reviewer_deciding_between_the_count_and_the_confirmation_makes_it_refused(
+    operator: Any, reviewer: Any, admit_item: Any
+) -> None:
+    items = [admit_item(task_description="nightly batch").item for _ in range(5)]
+    seen = bulk.bulk_count(filters=ItemFilter(q="nightly"), action="reject")
+    decided = services.claim(reviewer=reviewer)
+    services.decide(item_id=decided.pk, reviewer=reviewer, approve=True)
+    with pytest.raises(bulk.CountChanged) as refused:
+        bulk.bulk_apply(
+            operator=operator, filters=ItemFilter(q="nightly"), action="reject", seen=seen, reason_label="unclear"
+        )
+    assert (refused.value.seen, refused.value.count) == (5, 4)
+    assert not PolicyAudit.objects.filter(changes__has_key="bulk reject").exists()
+    assert list(Verdict.objects.filter(item__in=items).values_list("item_id", flat=True)) == [decided.pk]
+
+
 def test_an_item_under_a_live_lease_is_left_to_its_reviewer(operator: Any, reviewer: Any, admit_item: Any) -> None:
     held = admit_item().item
     free = admit_item().item
@@ -90,6 +106,31 @@ def test_move_takes_items_to_another_queue_and_moves_the_depth(operator: Any, ad
     assert set(ReviewItem.objects.filter(pk__in=[i.pk for i in items]).values_list("queue", flat=True)) == {docs.pk}
     assert (Queue.default().depth, Queue.objects.get(pk=docs.pk).depth) == (0, 2)
     assert bulk.bulk_count(filters=ItemFilter(), action="move", target=docs) == 0
+
+
+def test_a_moved_item_decided_in_its_new_queue_before_the_move_ends_is_counted_once(
+    operator: Any, reviewer: Any, admit_item: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reviewer decides the first moved item while the move goes on to
+    the others: the new queue's depth counts exactly the moved items still
+    waiting (it was one too many when the move added them all at its end)."""
+    docs = services.create_queue(user=None, slug="docs", name="Docs")
+    Queue.objects.filter(pk=docs.pk).update(open_to_all=True)
+    items = [admit_item().item for _ in range(3)]
+    real, done = bulk._apply_one, []
+
+    def decide_the_first_moved_item_meanwhile(pk: int, *args: Any) -> bool:
+        if len(done) == 1:
+            moved = services.claim(reviewer=reviewer, queue="docs")
+            assert moved is not None and moved.pk == done[0]
+            services.decide(item_id=moved.pk, reviewer=reviewer, approve=True)
+        done.append(pk)
+        return real(pk, *args)
+
+    monkeypatch.setattr(bulk, "_apply_one", decide_the_first_moved_item_meanwhile)
+    assert _apply(operator, ItemFilter(queue=Queue.default()), "move", target=docs).applied == 3
+    waiting = ReviewItem.objects.filter(pk__in=[i.pk for i in items], status="pending").count()
+    assert (Queue.default().depth, Queue.objects.get(pk=docs.pk).depth, waiting) == (0, 2, 2)
 
 
 def test_each_action_is_audited_with_who_what_filter_and_how_many(operator: Any, admit_item: Any) -> None:

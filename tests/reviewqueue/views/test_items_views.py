@@ -59,6 +59,32 @@ def test_the_item_page_shows_its_timeline(client: Client, operator: Any, admit_i
     assert client.get("/ops/items/999999/").status_code == 404
 
 
+@pytest.mark.parametrize("htmx", [False, True], ids=["page", "htmx"])
+def test_the_reviewers_renewals_and_undo_reach_the_items_timeline(
+    client: Client, reviewer: Any, operator: Any, admit_item: Any, htmx: bool
+) -> None:
+    """Renew and undo as the review page sends them (with htmx, or as plain
+    form posts), then the operator's item page shows one line for the lease's
+    renewals and one for the verdict taken back."""
+    headers = {"HX-Request": "true"} if htmx else {}
+    item = admit_item().item
+    client.force_login(reviewer)
+    client.post("/review/next/", headers=headers)
+    for _ in range(3):
+        assert client.post(f"/review/{item.pk}/renew/", headers=headers).status_code in (200, 302)
+    client.post(f"/review/{item.pk}/decide/", {"decision": "reject", "reason_label": "unclear"}, headers=headers)
+    assert client.post("/review/undo/", headers=headers).status_code in (200, 302)
+    client.force_login(operator)
+    page = client.get(f"/ops/items/{item.pk}/", headers=headers)
+    assert page.status_code == 200
+    timeline = re.search(r'<ol class="timeline" id="timeline">(.*?)</ol>', page.content.decode(), re.DOTALL)
+    assert timeline is not None
+    lines = html.unescape(timeline.group(1))
+    assert lines.count("event-renewal") == 1 and "rita renewed the lease" in lines and "3 times" in lines
+    assert lines.count("event-undone") == 1
+    assert "Undone: rita took back their verdict, reject (unclear), given at" in lines
+
+
 def test_reviewers_and_strangers_are_refused_the_operator_pages(
     client: Client, reviewer: Any, make_user: Any, admit_item: Any
 ) -> None:

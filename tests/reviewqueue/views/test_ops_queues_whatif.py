@@ -5,6 +5,7 @@ new queue."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from unittest import mock
 
@@ -162,6 +163,7 @@ def _direct(form: dict[str, Any]) -> dict[str, Any]:
     """what_if_added called directly on the scenario the form describes."""
     specs = []
     for q in Queue.objects.active().order_by("slug"):
+        ages = [float(age) for age in form.get(f"backlog__{q.slug}", "").split(",") if age]
         specs.append(
             QueueSpec(
                 q.slug,
@@ -169,6 +171,7 @@ def _direct(form: dict[str, Any]) -> dict[str, Any]:
                 capacity=form[f"capacity__{q.slug}"],
                 high_watermark=q.high_watermark,
                 low_watermark=q.low_watermark,
+                initial_ages_min=tuple(ages),
             )
         )
     ms = MultiScenario(
@@ -208,6 +211,69 @@ def test_a_small_run_gives_what_if_added_s_figures(client: Client, operator: Use
     assert f"{100 * u0:.1f} % → {100 * u1:.1f} %" in page
     assert page.count('class="bar-after"') >= 2 * 3  # two paired-bar charts, a bar per queue
     assert "<script" not in page.split("</nav>")[-1]  # the chart is SVG, no inline script
+
+
+def test_the_form_carries_each_queues_backlog(client: Client, operator: User, two_queues: None) -> None:
+    client.force_login(operator)
+    response = client.get(reverse(PAGE))
+    initial = response.context["form"].initial
+    waiting = {"default": 3, "team-a": 10, "team-b": 5}  # admitted, less the decided
+    for slug, n in waiting.items():
+        ages = [float(age) for age in initial[f"backlog__{slug}"].split(",")]
+        assert len(ages) == n and all(0 <= age < 1 for age in ages)  # admitted a moment ago
+    body = response.content.decode()
+    assert re.search(r'id="waiting-team-a">10 items<input type="hidden" name="backlog__team-a"', body)
+    assert "Each queue starts from the items waiting in it now" in body
+    assert "Duration (hours, from today&#x27;s backlog)" in body
+
+
+def test_a_run_starts_each_queue_from_its_backlog_and_says_so(client: Client, operator: User, two_queues: None) -> None:
+    form = _form(**{"backlog__team-a": ",".join(["45"] * 25), "backlog__team-b": "3,2.5"})
+    client.force_login(operator)
+    response = client.post(reverse(RUN), form)
+    assert response.status_code == 302
+    run = SimulationRun.objects.get()
+    assert run.status == SimulationRun.Status.DONE, run.error
+    stored = {q["slug"]: q["initial_ages_min"] for q in run.params["multi"]["queues"]}
+    assert stored == {"default": [], "team-a": [45.0] * 25, "team-b": [3.0, 2.5]}
+    assert all(q["backpressure"] for q in run.params["multi"]["queues"])  # as in production
+    expected = _direct(form)
+    assert run.result["changes"] == expected["changes"]
+    # 25 items 45 minutes old in a queue of 30 (high watermark 24): team-a waits longer than empty.
+    empty = _direct(_form())
+    assert expected["changes"]["team-a"]["mean_wait_min"][0] > empty["changes"]["team-a"]["mean_wait_min"][0]
+    page = client.get(response["Location"]).content.decode()
+    assert "from today&#x27;s backlog (25 waiting in team-a, 2 waiting in team-b; new-fleet empty)" in page
+
+
+def test_a_run_without_a_backlog_says_it_started_empty(client: Client, operator: User, two_queues: None) -> None:
+    client.force_login(operator)
+    response = client.post(reverse(RUN), _form())
+    assert "h from empty queues;" in client.get(response["Location"]).content.decode()
+
+
+def test_a_run_stored_before_queues_had_a_backlog_runs_and_reads_as_started_empty(
+    client: Client, operator: User, two_queues: None
+) -> None:
+    client.force_login(operator)
+    client.post(reverse(RUN), _form())
+    params = SimulationRun.objects.get().params
+    for q in params["multi"]["queues"]:
+        del q["initial_ages_min"]  # as such a run was stored
+    old = SimulationRun.objects.create(queue=Queue.default(), name="add new-fleet", params=params)
+    assert execute_simulation(old.pk) == "done"
+    old.refresh_from_db()
+    assert old.result["changes"] == _direct(_form())["changes"]
+    assert "h from empty queues;" in client.get(reverse("ops:whatif_result", args=[old.pk])).content.decode()
+
+
+def test_a_backlog_that_is_not_a_list_of_ages_is_refused(client: Client, operator: User, two_queues: None) -> None:
+    client.force_login(operator)
+    for bad in ("1,x", "-3", "nan"):
+        response = client.post(reverse(RUN), _form(**{"backlog__team-a": bad}))
+        assert response.status_code == 400, bad
+        assert not SimulationRun.objects.exists()
+    assert "not a list of ages" in client.post(reverse(RUN), _form(**{"backlog__team-a": "1,x"})).content.decode()
 
 
 def test_a_larger_run_goes_to_the_worker_and_shows_progress(
