@@ -103,7 +103,8 @@ class BulkActionForm(forms.Form):
     action = forms.ChoiceField(
         choices=ACTIONS,
         label="Action",
-        help_text="Requeue puts shed items and lapsed leases back to waiting; expire takes waiting items out, as shed.",
+        help_text="Requeue puts items whose lease ran out back to waiting. Expire takes waiting items out, as shed, "
+        "and tells their producers at once: it cannot be undone.",
     )
     reason_label = forms.ChoiceField(required=False, choices=_blank(ReasonLabel.choices, "choose"), label="Label")
     target = forms.ChoiceField(required=False, label="Move to")

@@ -12,8 +12,11 @@ row is locked with ``SKIP LOCKED`` and its state checked again under the
 lock, so an item a reviewer is deciding at that moment, or that changed
 since the count, is skipped and counted as such, never waited on. An item
 a reviewer holds under a live lease is never taken from them: only waiting
-items with no live lease are rejected, moved or expired, and only shed items
-and items whose lease has run out are requeued. The queue's row is taken
+items with no live lease are rejected, moved or expired, and only items
+whose lease has run out are requeued. A shed item is never requeued: its
+producer has been told it was shed (the push's answer, ``item.shed``, the
+item API), and what leaves is final (ARCHITECTURE.md rule 13), so an expiry
+cannot be taken back. The queue's row is taken
 last, for the depth, one queue at a time (ARCHITECTURE.md, "Many queues"):
 a move adds each item to the new queue's depth in the item's transaction,
 then takes it off the old queue's in a transaction of its own, so no
@@ -84,7 +87,7 @@ def eligible(filters: ItemFilter, action: str, now: datetime) -> QuerySet[Review
 def _applies(action: str, now: datetime) -> Q:
     lapsed = Q(status=ReviewItem.Status.CLAIMED) & (Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
     if action == "requeue":
-        return Q(status=ReviewItem.Status.SHED) | lapsed
+        return lapsed
     return Q(status=ReviewItem.Status.PENDING) | lapsed
 
 
@@ -182,12 +185,10 @@ def _expire(item: ReviewItem, now: datetime) -> None:
 
 
 def _requeue(item: ReviewItem, now: datetime) -> None:
-    was_shed = item.status == ReviewItem.Status.SHED
+    # A lapsed lease never left the waiting set, so the depth already counts it.
     changed = _release(item)
     item.status = ReviewItem.Status.PENDING
     item.save(update_fields=[*changed, "status", "updated_at"])
-    if was_shed:  # back in the waiting set; a lapsed lease never left it
-        _add_to_depth(item.queue_id, 1, now)
 
 
 def _move(item: ReviewItem, target: Queue, now: datetime) -> int:

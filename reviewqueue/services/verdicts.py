@@ -354,7 +354,11 @@ def _latest_answers(
     unsettling answer after ``since``: strictly after, so an answer is
     undoable exactly while it is not final (``finality``)."""
     verdicts = Verdict.objects.select_for_update() if lock else Verdict.objects
-    verdict = verdicts.filter(reviewer=reviewer, created_at__gt=since).order_by("-created_at", "-pk").first()
+    # An operator's verdict (a settled disagreement, a bulk rejection) is an
+    # operator's act, audited as one, not an answer the review page gives: a
+    # reviewing operator's undo never takes one of them back.
+    mine = verdicts.filter(reviewer=reviewer, created_at__gt=since).exclude(settled_by="operator")
+    verdict = mine.order_by("-created_at", "-pk").first()
     answer = Judgement.objects.filter(reviewer=reviewer, created_at__gt=since).order_by("-created_at", "-pk").first()
     return verdict, answer
 

@@ -77,15 +77,29 @@ def test_an_item_under_a_live_lease_is_left_to_its_reviewer(operator: Any, revie
     assert ReviewItem.objects.get(pk=free.pk).status == "shed"
 
 
-def test_expire_then_requeue_round_trips_and_keeps_the_depth(operator: Any, admit_item: Any) -> None:
+def test_an_expired_item_stays_shed_for_its_producer_whatever_is_requeued(operator: Any, admit_item: Any) -> None:
+    # Its producer is told at once that the item was shed: nothing brings it
+    # back to be decided later (what leaves is final).
     items = [admit_item(callback_url=HOOK).item for _ in range(3)]
     _apply(operator, ItemFilter(), "expire")
     assert Queue.default().depth == 0
     assert WebhookDelivery.objects.filter(event_type="item.shed").count() == 3
-    result = _apply(operator, ItemFilter(), "requeue")
-    assert result.applied == 3
-    assert set(ReviewItem.objects.filter(pk__in=[i.pk for i in items]).values_list("status", flat=True)) == {"pending"}
-    assert Queue.default().depth == 3
+    assert bulk.bulk_count(filters=ItemFilter(), action="requeue") == 0
+    assert _apply(operator, ItemFilter(), "requeue").applied == 0
+    assert set(ReviewItem.objects.filter(pk__in=[i.pk for i in items]).values_list("status", flat=True)) == {"shed"}
+    assert Queue.default().depth == 0
+    assert WebhookDelivery.objects.exclude(event_type="item.shed").count() == 0
+
+
+def test_a_reviewing_operators_undo_never_takes_back_their_bulk_rejection(operator: Any, admit_item: Any) -> None:
+    # Operators review by default: their undo takes back their own last answer
+    # on the review page, never one item of an audited bulk action.
+    item = admit_item().item
+    _apply(operator, ItemFilter(), "reject", reason_label="unclear")
+    with pytest.raises(services.NothingToUndo):
+        services.undo(reviewer=operator)
+    assert Verdict.objects.get(item=item).decision == "reject"
+    assert ReviewItem.objects.get(pk=item.pk).status == "rejected"
 
 
 def test_requeue_takes_back_a_lapsed_lease(operator: Any, reviewer: Any, admit_item: Any) -> None:
