@@ -64,13 +64,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, Permission
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from .. import policy
+from .. import access, policy
 from ..models import OPERATOR_ROUND, GoldItem, Judgement, Queue, ReasonLabel, ReviewerStanding, ReviewItem, Verdict
 from .errors import InvalidInput
 
@@ -123,24 +123,24 @@ class Answer:
 def wants_second_review(item: ReviewItem, reviewer: AbstractBaseUser, rate: float) -> bool:
     """Whether this first answer on the item waits for a second, blind one:
     the item is in the chosen share, and another reviewer who could give it
-    exists (else it would wait for nobody)."""
+    (``other_reviewers``) exists (else it would wait for nobody)."""
     if item.review_round != 1 or not policy.selected_for_double_review(item.pk, rate):
         return False
     return other_reviewers(reviewer, queue_id=item.queue_id).exists()
 
 
 def other_reviewers(reviewer: AbstractBaseUser, *also: Any, queue_id: int | None = None) -> Any:
-    """Active users other than ``reviewer`` (and the user ids in ``also``)
-    who hold the review permission, through a group or directly, and are not
-    paused; with ``queue_id``, only those who may review that queue (it is
-    open to all, names them, or names one of their groups). Superusers count
-    only if they hold it too: an administrator is not assumed to review."""
-    permission = Permission.objects.filter(codename="review", content_type__app_label="reviewqueue")
+    """The users other than ``reviewer`` (and the user ids in ``also``) whom
+    the claim would serve: active, not paused, holding a permission that
+    lets them review (``access.reviewers``: the reviewer role, and operators
+    while operators review); with ``queue_id``, only those who may review
+    that queue (it is open to all, names them, or names one of their
+    groups). Superusers count only if they hold such a permission too: an
+    administrator is not assumed to review."""
     users = (
         get_user_model()
-        .objects.filter(is_active=True)
+        .objects.filter(pk__in=access.reviewers().values("pk"))
         .exclude(pk__in=[reviewer.pk, *also])
-        .filter(Q(user_permissions__in=permission) | Q(groups__permissions__in=permission))
         .exclude(standing__paused_at__isnull=False)
     )
     if queue_id is not None:
