@@ -151,7 +151,7 @@ def copy_verdict(item: ReviewItem) -> Verdict | None:
     item settled the same way shows its own: the answer that settled it (the
     only one, the second that agreed, or the third that made a majority);
     after three answers that all differed, settled beside an operator's
-    settlement (``review_quality.settle_a_copy_with``), its gold item's
+    settlement (``review_quality.settle_copies_with``), its gold item's
     expected answer, by the operator who marked it gold. None for anything
     but a settled copy."""
     if item.gold_id is None or item.status != ReviewItem.Status.GOLD:

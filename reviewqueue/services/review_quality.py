@@ -36,7 +36,7 @@ round after a disagreement), each answer scored against the expectation
 and kept as a gold ``Judgement`` (``answer_gold``), and it is closed when a
 real item would be settled. Three answers that all differ wait for an
 operator, unseen by the operators, and are settled beside the next
-disagreement an operator settles (``settle_a_copy_with``). It never becomes
+disagreement an operator settles (``settle_copies_with``). It never becomes
 a Verdict, so it never reaches a producer, the tuner, the label counts, the
 agreement statistics or the depth. Copies are invisible to every other query
 (``ReviewItem.objects`` leaves them out).
@@ -55,10 +55,10 @@ minute.
 
 Locks: ``answer_gold`` and ``record_review`` run inside ``decide``'s
 transaction under the item's lock (a copy's answer then updates its queue's
-row, ``gold_waiting``); ``settle_a_copy_with`` runs inside an operator's
-``settle``, after the queue's row, and locks one copy no reviewer holds
-(skipping it if anything does); ``reestimate`` takes only the one its single
-UPDATE of the policy row takes.
+row, ``gold_waiting``); ``settle_copies_with`` runs inside an operator's
+``settle``, after the queue's row, and locks copies no reviewer holds
+(skipping any that something else holds); ``reestimate`` takes only the one
+its single UPDATE of the policy row takes.
 """
 
 from __future__ import annotations
@@ -432,20 +432,24 @@ def place_gold(item: ReviewItem, now: datetime) -> ReviewItem | None:
 
 def fill_copy(copy: ReviewItem, reviewer: AbstractBaseUser) -> bool:
     """Make the copy the reviewer just claimed show a gold item they neither
-    decided nor answered. In its first round: of those, one no other copy
-    waiting for a later round shows, and that the fewest reviewers have
-    answered (at random among them), so that if it is chosen for a second
-    review someone it is new to is there, as for a real item. In a later round it shows what the earlier rounds were
+    decided nor answered. In its first round: of those, one no other open
+    copy shows (held now, or waiting for a later round), and that the fewest
+    reviewers have answered (at random among them), so that if it is chosen
+    for a second review someone it is new to is there, as for a real item. In a later round it shows what the earlier rounds were
     shown, so it is served only to a reviewer to whom that is new. False
     when there is nothing for them (the caller gives it back)."""
     if copy.review_round > 1:
         seen = get_user_model().objects.filter(pk=reviewer.pk).filter(_seen_gold(copy.gold_id))
         return not is_paused(reviewer) and not seen.exists()
-    # A gold item whose copy waits for its next round is kept for that round:
-    # shown meanwhile in another copy, it would no longer be new to the
-    # reviewers that round waits for.
-    reserved = ReviewItem.all_objects.filter(gold=OuterRef("pk"), review_round__gt=1, status__in=ReviewItem.WAITING)
-    eligible = _gold_for(reviewer, [copy.queue_id]).exclude(Exists(reserved))
+    # A gold item another copy shows (held by a reviewer now, or waiting for
+    # its next round) is kept for that copy: shown meanwhile in this one, it
+    # would no longer be new to the reviewers the other's next round waits for.
+    in_use = (
+        ReviewItem.all_objects.filter(gold=OuterRef("pk"), status__in=ReviewItem.WAITING)
+        .filter(Q(review_round__gt=1) | Q(status=ReviewItem.Status.CLAIMED))
+        .exclude(pk=copy.pk)
+    )
+    eligible = _gold_for(reviewer, [copy.queue_id]).exclude(Exists(in_use))
     answered = Count("copies__judgements__reviewer", distinct=True)
     gold = eligible.annotate(answered=answered).order_by("answered", "?").first()
     if gold is None:
@@ -532,24 +536,28 @@ def close_copy(item: ReviewItem, now: datetime) -> None:
     gold_waiting_moved(item.queue_id, -1)
 
 
-def settle_a_copy_with(queue_id: int, now: datetime) -> int | None:
-    """An operator has just settled one of the queue's double reviews: the
-    queue's oldest copy waiting for an operator (three answers that all
-    differed) is settled with it, so copies leave that round at the pace at
-    which the operators settle real items, and never show on their page.
-    It shows its gold item's expected answer as its verdict
-    (``selectors.review_item.copy_verdict``). Answers its id, if any."""
-    copy = (
-        ReviewItem.all_objects.select_for_update(skip_locked=True)
-        .filter(queue_id=queue_id, gold__isnull=False, review_round=OPERATOR_ROUND, status__in=ReviewItem.WAITING)
-        .order_by("created_at", "pk")
-        .first()
-    )
-    if copy is None:
-        return None
-    close_copy(copy, now)
-    log.info("gold copy settled beside an operator's settlement", extra={"item": copy.pk, "queue": queue_id})
-    return copy.pk
+def settle_copies_with(item: ReviewItem, now: datetime) -> list[int]:
+    """An operator has just settled ``item``, one of its queue's double
+    reviews: the copies of the queue waiting for an operator (three answers
+    that all differed) that arrived no later than it are settled with it,
+    or, if none did, the oldest one; so copies leave that round at the pace
+    and in the order in which the operators settle real items, and never
+    show on their page. Each shows its gold item's expected answer as its
+    verdict (``selectors.review_item.copy_verdict``). Answers their ids."""
+    waiting = ReviewItem.all_objects.filter(
+        queue_id=item.queue_id, gold__isnull=False, review_round=OPERATOR_ROUND, status__in=ReviewItem.WAITING
+    ).order_by("created_at", "pk")
+    copies = list(waiting.filter(created_at__lte=item.created_at).select_for_update(skip_locked=True))
+    if not copies:
+        copies = list(waiting.select_for_update(skip_locked=True)[:1])
+    for copy in copies:
+        close_copy(copy, now)
+    if copies:
+        log.info(
+            "gold copies settled beside an operator's settlement",
+            extra={"item": item.pk, "copies": [copy.pk for copy in copies]},
+        )
+    return [copy.pk for copy in copies]
 
 
 def gold_waiting_moved(queue_pk: int, by: int) -> None:

@@ -252,7 +252,7 @@ def settle(
         if item.status not in ReviewItem.WAITING or item.review_round < 2:
             raise QueueError(f"item {item_id} is not waiting for a double review to settle")
         verdict = settle_item(item, operator, answer, "operator", now)
-        review_quality.settle_a_copy_with(item.queue_id, now)
+        review_quality.settle_copies_with(item, now)
         return verdict
 
 

@@ -293,3 +293,25 @@ def test_a_copy_waiting_for_its_third_reviewer_goes_to_the_operators_after_the_d
     assert review_quality.escalate_overdue(now=start + timedelta(minutes=20)) == 0
     assert review_quality.escalate_overdue(now=start + timedelta(minutes=31)) == 1
     assert state(copy) == ("pending", OPERATOR_ROUND) and Queue.current().gold_waiting == 1
+
+
+def test_copies_waiting_for_an_operator_leave_with_the_settlements_in_order_of_arrival(
+    admit_item: Callable[..., Any], gold: Callable[..., list[GoldItem]], make_user: Callable[..., Any], operator: Any
+) -> None:
+    ann, ben = make_user("ann", "reviewer"), make_user("ben", "reviewer")
+    gold(count=3, escalation_delay_minutes=None)  # two reviewers: a disagreement goes to the operators at once
+    pairs = [placed(admit_item) for _ in range(3)]
+    for real, copy in pairs:
+        for pk in (real, copy):
+            others = [p for pair in pairs for p in pair if p != pk]
+            answer(ann, pk, approve=True, skip=tuple(others))
+            answer(ben, pk, approve=False, skip=tuple(others))
+            assert state(pk) == ("pending", OPERATOR_ROUND)
+    assert Queue.current().gold_waiting == 3
+    (first, c1), (second, c2), (third, c3) = pairs
+    services.settle(item_id=second, operator=operator, decision="approve")  # the copies that came before it go
+    assert [state(c)[0] for c in (c1, c2, c3)] == ["gold", "gold", "pending"]
+    services.settle(item_id=first, operator=operator, decision="approve")  # none came before: the oldest goes
+    assert state(c3)[0] == "gold" and Queue.current().gold_waiting == 0
+    services.settle(item_id=third, operator=operator, decision="reject", reason_label="unclear")
+    assert Queue.current().gold_waiting == 0
