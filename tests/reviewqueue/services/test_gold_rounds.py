@@ -31,6 +31,7 @@ from reviewqueue.models import (
 )
 from reviewqueue.selectors.review_item import copy_verdict
 from reviewqueue.services import review_quality
+from reviewqueue.tokens import issue_token
 
 pytestmark = [pytest.mark.double_review, pytest.mark.django_db]
 
@@ -93,10 +94,23 @@ def waiting() -> int:
     return Queue.current().waiting
 
 
+def timeless(body: Any) -> Any:
+    """A JSON body without what moves with the clock alone."""
+    if isinstance(body, dict):
+        return {k: timeless(v) for k, v in body.items() if k not in ("generated_at", "oldest_waiting_seconds")}
+    if isinstance(body, list):
+        return [timeless(v) for v in body]
+    return body
+
+
 def untouched() -> dict[str, Any]:
-    """Everything a copy must never move."""
+    """Everything a copy must never move, /api/stats as a producer reads it included."""
     queue = Queue.current()
+    _, token = issue_token(name=f"stats-{Judgement.objects.count()}", scopes=["outputs"])
+    stats = Client().get("/api/stats", headers={"Authorization": f"Bearer {token}"})
+    assert stats.status_code == 200
     return {
+        "api stats": timeless(stats.json()),
         "depth": queue.depth,
         "step": queue.step_limit,
         "verdicts": Verdict.objects.count(),
