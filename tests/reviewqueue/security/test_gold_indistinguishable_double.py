@@ -35,7 +35,7 @@ from django.urls import reverse
 from reviewqueue import services
 from reviewqueue.models import Judgement, ReviewItem
 
-from .test_gold_indistinguishable import HX, card, loop_fed, notice, numbers, page, panel, shape, waiting, within_chance
+from .test_gold_indistinguishable import HX, card, loop_fed, notice, numbers, page, panel, shape, told_apart, waiting
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.double_review]
 
@@ -176,15 +176,8 @@ def test_with_double_review_on_a_classifier_over_what_a_reviewer_sees_does_no_be
         "waiting count",
         "id and waiting count",
     )
-    told_apart = []
-    for view, name in enumerate(names):  # each view alone, then all of them together
-        held, accuracy, chance, n = within_chance([((f[view],), is_copy) for f, is_copy in features])
-        if not held:
-            told_apart.append((name, round(accuracy, 2), round(chance, 2), n))
-    held, accuracy, chance, n = within_chance(features)
-    if not held:
-        told_apart.append(("all together", round(accuracy, 2), round(chance, 2), n))
-    assert not told_apart, told_apart
+    found = told_apart(features, names)
+    assert not found, found
 
     # Both kinds were often chosen for a second review, some went to a third,
     # and every one was settled: none waits for nobody.
