@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from . import services
 from .models import Judgement, LoopRun, Queue, ReviewItem, Verdict
-from .selectors.review_item import _as_reviewer_sees_it, copy_verdict
+from .selectors.review_item import _as_reviewer_sees_it, answer_as_verdict, copy_verdict
 from .templatetags.time_tags import ago
 
 
@@ -56,14 +56,7 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
     if mine is not None and (verdict is None or verdict.reviewer_id != reviewer.pk):
         # Their own answer in a double review, or on a gold copy: said as their
         # verdict, in the same words, and what the others said stays unseen.
-        verdict = Verdict(
-            item_id=item_id,
-            queue_id=None,  # shown, never saved: no queue to read
-            reviewer=reviewer,
-            decision=mine.decision,
-            reason_label=mine.reason_label,
-            created_at=mine.created_at,
-        )
+        verdict = answer_as_verdict(mine)
     if verdict is None:
         verdict = _copy_answer(item_id)
     if verdict is None:  # a filter rule decided it, or it has only answers (a double review)

@@ -171,17 +171,22 @@ def copy_verdict(item: ReviewItem) -> Verdict | None:
             created_at=item.decided_at,
         )
     last = item.judgements.select_related("reviewer").order_by("-round", "-pk").first()
-    if last is None:
-        return None
+    return answer_as_verdict(last) if last is not None else None
+
+
+def answer_as_verdict(answer: Judgement) -> Verdict:
+    """One reviewer's answer said as a verdict, unsaved: what a reviewer is
+    shown of an answer that is no item's verdict (a double review's, a
+    gold copy's)."""
     return Verdict(
-        item_id=item.pk,
-        queue_id=None,
-        reviewer=last.reviewer,
-        decision=last.decision,
-        reason_label=last.reason_label,
-        note=last.note,
-        edited_output=last.edited_output,
-        created_at=last.created_at,
+        item_id=answer.item_id,
+        queue_id=None,  # shown, never saved: no queue to read
+        reviewer=answer.reviewer,
+        decision=answer.decision,
+        reason_label=answer.reason_label,
+        note=answer.note,
+        edited_output=answer.edited_output,
+        created_at=answer.created_at,
     )
 
 
