@@ -25,10 +25,12 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import user_passes_test
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q, QuerySet
 
 REVIEW_PERMISSION = "reviewqueue.review"
 OPERATE_PERMISSION = "reviewqueue.operate"
@@ -110,9 +112,28 @@ def has_permission(user: AbstractBaseUser | AnonymousUser, perm: str) -> bool:
     if getattr(user, "is_superuser", False):
         return True
     held = permissions(user)
-    if perm == REVIEW_PERMISSION and settings.REVIEWQUEUE_OPERATORS_REVIEW and OPERATE_PERMISSION in held:
-        return True
+    if perm == REVIEW_PERMISSION:
+        return any(f"reviewqueue.{codename}" in held for codename in review_codenames())
     return perm in held
+
+
+def review_codenames() -> tuple[str, ...]:
+    """The permissions that let a user review (a superuser aside): the review
+    permission, and the operate permission while operators review
+    (``REVIEWQUEUE_OPERATORS_REVIEW``). ``has_permission`` and every list of
+    who reviews (``reviewers``) read this one rule."""
+    review, operate = REVIEW_PERMISSION.split(".")[1], OPERATE_PERMISSION.split(".")[1]
+    return (review, operate) if settings.REVIEWQUEUE_OPERATORS_REVIEW else (review,)
+
+
+def reviewers() -> QuerySet[Any]:
+    """Active users who hold a permission that lets them review, through a
+    group or directly (``review_codenames``): the people the review pages
+    serve. Superusers are not in it unless they hold one too: an
+    administrator's account is not taken for a reviewer who will come."""
+    held = Permission.objects.filter(content_type__app_label="reviewqueue", codename__in=review_codenames())
+    users = get_user_model().objects.filter(is_active=True)
+    return users.filter(Q(user_permissions__in=held) | Q(groups__permissions__in=held))
 
 
 def _role_required(perm: str) -> Callable[[F], F]:

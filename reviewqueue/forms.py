@@ -13,8 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import QuerySet
 
-from . import export, oidc, policy
-from .access import REVIEW_PERMISSION
+from . import access, export, oidc, policy
 from .models import AlertChannel, GoldItem, Queue, ReasonLabel, ReviewItem, RoutingRule, Verdict
 from .selectors.routing import task_kinds
 from .services.errors import InvalidInput
@@ -754,17 +753,13 @@ class QueueCreateForm(forms.Form):
 
 
 def reviewer_users() -> QuerySet[Any]:
-    """Users who hold the reviewer role (through a group, or as superusers)."""
-    app_label, codename = REVIEW_PERMISSION.split(".")
+    """Users who may review (``access.reviewers``: the reviewer role, and
+    operators while operators review), and superusers."""
+    may_review = access.reviewers().values("pk")
     return (
         get_user_model()
         .objects.filter(is_active=True)
-        .filter(
-            models.Q(is_superuser=True)
-            | models.Q(groups__permissions__codename=codename, groups__permissions__content_type__app_label=app_label)
-            | models.Q(user_permissions__codename=codename, user_permissions__content_type__app_label=app_label)
-        )
-        .distinct()
+        .filter(models.Q(is_superuser=True) | models.Q(pk__in=may_review))
         .order_by("username")
     )
 
@@ -780,7 +775,7 @@ class QueueMembersForm(forms.Form):
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Reviewers",
-        help_text="users with the reviewer role",
+        help_text="users who may review: the reviewer role, and operators while operators review",
     )
     member_groups = forms.ModelMultipleChoiceField(
         queryset=Group.objects.order_by("name"),

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from . import services
 from .models import Judgement, LoopRun, Queue, ReviewItem, Verdict
-from .selectors.review_item import _as_reviewer_sees_it
+from .selectors.review_item import _as_reviewer_sees_it, answer_as_verdict, copy_verdict
 from .templatetags.time_tags import ago
 
 
@@ -56,16 +56,9 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
     if mine is not None and (verdict is None or verdict.reviewer_id != reviewer.pk):
         # Their own answer in a double review, or on a gold copy: said as their
         # verdict, in the same words, and what the others said stays unseen.
-        verdict = Verdict(
-            item_id=item_id,
-            queue_id=None,  # shown, never saved: no queue to read
-            reviewer=reviewer,
-            decision=mine.decision,
-            reason_label=mine.reason_label,
-            created_at=mine.created_at,
-        )
+        verdict = answer_as_verdict(mine)
     if verdict is None:
-        verdict = _copy_answer(item_id, reviewer)
+        verdict = _copy_answer(item_id)
     if verdict is None:  # a filter rule decided it, or it has only answers (a double review)
         item = ReviewItem.all_objects.filter(pk=item_id).first()
         if item is None:
@@ -99,25 +92,11 @@ def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: 
     )
 
 
-def _copy_answer(item_id: int, reviewer: User) -> Verdict | None:
-    """Another reviewer's answer on a gold copy, said as a verdict (never
+def _copy_answer(item_id: int) -> Verdict | None:
+    """A settled gold copy's verdict as a real item's would read (never
     saved), so the notice names who decided it as it does for a real item."""
-    answer = (
-        Judgement.objects.filter(item_id=item_id, kind=Judgement.Kind.GOLD)
-        .exclude(reviewer=reviewer)
-        .select_related("reviewer")
-        .first()
-    )
-    if answer is None:
-        return None
-    return Verdict(
-        item_id=item_id,
-        queue_id=None,
-        reviewer=answer.reviewer,
-        decision=answer.decision,
-        reason_label=answer.reason_label,
-        created_at=answer.created_at,
-    )
+    item = ReviewItem.all_objects.filter(pk=item_id, gold__isnull=False).first()
+    return copy_verdict(item) if item is not None else None
 
 
 def _sent_back_words(verdict: Verdict) -> str:
@@ -142,14 +121,14 @@ def _lease_ran_out(item_id: int, held: ReviewItem | None) -> Notice:
         return Notice(
             f"{said} Nobody else had taken it, so it is yours again under a new lease: decide it again.", "error"
         )
-    item = ReviewItem.objects.filter(pk=item_id).select_related("verdict__reviewer").first()
+    # Every item, gold copies included: a copy's fate is told as a real item's.
+    item = ReviewItem.all_objects.filter(pk=item_id).select_related("verdict__reviewer").first()
     if item is None:
-        # A gold copy whose lease ran out is gone; said as for a real item that went back.
         fate = " It went back to the queue."
     elif item.status == ReviewItem.Status.SHED:
         fate = " It has since left the queue."
-    elif item.status in ReviewItem.DECIDED:
-        verdict = getattr(item, "verdict", None)
+    elif item.status in ReviewItem.DECIDED or item.status == ReviewItem.Status.GOLD:
+        verdict = getattr(item, "verdict", None) or copy_verdict(item)
         who = verdict.reviewer.get_username() if verdict is not None and verdict.reviewer is not None else None
         fate = f" {who} has decided it since." if who else " It has been decided since."
     elif item.status == ReviewItem.Status.CLAIMED:

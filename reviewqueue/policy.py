@@ -593,6 +593,25 @@ def selected_for_double_review(item_key: int, rate: float) -> bool:
     return int.from_bytes(digest, "big") / 2**64 < rate
 
 
+def gold_copy_placed(draw: float, gold_rate: float) -> bool:
+    """Whether a gold item's copy is placed beside a real item just admitted:
+    with chance ``gold_rate``, ``draw`` being uniform on [0, 1). The copy
+    waits and is reviewed like an item (a second review and all), so the
+    rate adds that much review load at admission, and copies are
+    ``gold_share_seen(gold_rate)`` of what reviewers see. The live queue
+    (``services.review_quality.place_gold``) and the capacity model
+    (``simulation``) both place copies by this rule."""
+    check("gold_rate", gold_rate)
+    return draw < gold_rate
+
+
+def gold_share_seen(gold_rate: float) -> float:
+    """The share of the items reviewers see that are gold copies, when a copy
+    is placed beside a share ``gold_rate`` of the real items: rate / (1 + rate)."""
+    check("gold_rate", gold_rate)
+    return gold_rate / (1.0 + gold_rate)
+
+
 def settled_decision(decisions: Sequence[str]) -> str | None:
     """The decision a double review settles on, from the reviewers' decision
     categories in the order they answered: two who agree settle it; after a

@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--gold-rate",
         type=float,
         default=None,
-        help=f"gold items per reviewed item (default {NOISE_AWARE_GOLD_RATE:g} with --tuner noise_aware, else 0)",
+        help=f"chance of a gold copy beside each admitted item (default {NOISE_AWARE_GOLD_RATE:g} "
+        "with --tuner noise_aware, else 0)",
     )
     run.add_argument("--sla-minutes", type=float, default=None, help="target minutes to verdict: adds sla_attainment")
     run.add_argument("--age-high-minutes", type=float, default=None, help="age watermark: draft mode above this")

@@ -65,6 +65,8 @@ class RunResult:
     step_limit_abs_error: float = 0.0
     extra_review_load_pct: float = 0.0
     extra_reviews: int = 0
+    # Gold copies placed beside admitted items (scenario.gold_rate), each reviewed like an item.
+    gold_copies: int = 0
     # SLA (scenario.sla_minutes > 0): the share of reviewed items decided within it.
     sla_met: int = 0
     # When the queue first left normal mode (minutes), None if it never did.
@@ -77,14 +79,19 @@ class RunResult:
 
 
 class SimItem:
-    __slots__ = ("alive", "approve_prob", "arrived", "draft", "priority", "review", "seq")
+    """An item waiting for review, or (``gold``) a gold copy placed beside one."""
 
-    def __init__(self, seq: int, arrived: float, priority: int, approve_prob: float, draft: bool = False) -> None:
+    __slots__ = ("alive", "approve_prob", "arrived", "draft", "gold", "priority", "review", "seq")
+
+    def __init__(
+        self, seq: int, arrived: float, priority: int, approve_prob: float, draft: bool = False, gold: bool = False
+    ) -> None:
         self.seq = seq
         self.draft = draft
         self.arrived = arrived
         self.priority = priority
         self.approve_prob = approve_prob
+        self.gold = gold
         self.alive = True
         self.review: Review = NO_EXTRA
 
@@ -184,6 +191,7 @@ class SimQueue:
                 return
             self._enqueue(item)
             self.depth += 1
+            placed = self._place_copy(item)
         else:
             # Only a full queue sheds, and then only its lowest waiting item can matter.
             lowest = self._lowest_waiting() if self.depth >= self.marks.capacity else None
@@ -203,19 +211,33 @@ class SimQueue:
                 result.dropped += 1
                 result.lost_by_priority[victim.priority] += 1
                 self._note_loss(now)
+            placed = False
             if plan.enqueue:
                 self._enqueue(item)
+                placed = self._place_copy(item)
             self.depth = plan.depth
             self._set_mode(now, plan.mode)
         result.max_depth = max(result.max_depth, self.depth)
-        if self.idle:
-            self.idle.pop().succeed()
+        for _ in range(1 + placed):  # a reviewer for the item, and one for its copy
+            if self.idle:
+                self.idle.pop().succeed()
 
     def _enqueue(self, item: SimItem) -> None:
         self.result.enqueued += 1
         self.waiting += 1
         self.fifo.append(item)
         self.by_priority[item.priority].append(item)
+
+    def _place_copy(self, item: SimItem) -> bool:
+        """Beside an item just admitted, a gold copy with the live queue's
+        chance (``ReviewPanel.places_copy``): right behind it in the queue,
+        with its arrival and priority. Like the live queue's copies it is
+        never in the depth, never shed and never counted as an arrival; it
+        only takes reviewers' time."""
+        if self.panel is None or not self.panel.places_copy():
+            return False
+        self.fifo.append(SimItem(next(self.seq), item.arrived, item.priority, 0.0, item.draft, gold=True))
+        return True
 
     def _lowest_waiting(self) -> SimItem | None:
         for lane in self.by_priority:
@@ -231,6 +253,8 @@ class SimQueue:
         if not self.marks.has_age:
             return None
         head = self.peek()
+        if head is not None and head.gold:  # a copy has no age of its own: the first real item's
+            head = next((item for item in self.fifo if item.alive and not item.gold), None)
         arrived = [*self.reviewing.values(), *([head.arrived] if head is not None else [])]
         return now - min(arrived) if arrived else None
 
@@ -249,9 +273,11 @@ class SimQueue:
             item = fifo.popleft()
             if item.alive:
                 item.alive = False  # no longer sheddable
-                self.waiting -= 1
                 if self.panel is not None:
-                    item.review = self.panel.plan()
+                    item.review = self.panel.plan()  # a copy is chosen for a second review alike
+                if item.gold:
+                    return item
+                self.waiting -= 1
                 if self.marks.has_age:
                     self.reviewing[item.seq] = item.arrived
                 return item
@@ -259,6 +285,9 @@ class SimQueue:
 
     def finish(self, now: float, item: SimItem) -> None:
         result = self.result
+        if item.gold and self.panel is not None:
+            self.panel.review_copy(item.review)  # measures the reviewers; no verdict, no depth
+            return
         approved = self.rng.random() < item.approve_prob
         feeds_tuner = counts_for_tuner(sampled=False, draft=item.draft)
         if self.panel is not None:
@@ -318,6 +347,7 @@ class SimQueue:
             result.step_limit_abs_error = self.panel.step_limit_abs_error
             result.extra_review_load_pct = self.panel.extra_review_load_pct
             result.extra_reviews = self.panel.extra_reviews
+            result.gold_copies = self.panel.gold_copies
         if self.waits:
             result.mean_wait_min = math.fsum(self.waits) / len(self.waits)
             result.p95_wait_min = _percentile(self.waits, 95.0)

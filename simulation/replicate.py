@@ -121,13 +121,17 @@ class Summary:
     def _noise_keys(self) -> dict[str, Any]:
         """Noisy reviewers: the time-averaged distance of the step limit from a
         noise-free reference tuner's in the same run, and what double review and
-        gold items cost (extra reviews as % of the items' own reviews)."""
-        return {
+        gold items cost (extra reviews as % of the items' own reviews); with a
+        gold rate, how many gold copies were placed beside the admitted items."""
+        keys = {
             "step_limit_abs_error_mean": self.mean("step_limit_abs_error"),
             "step_limit_abs_error_ci95": ci_as_list(ci95(self.values("step_limit_abs_error"))),
             "extra_review_load_pct": self.mean("extra_review_load_pct"),
             "extra_review_load_pct_ci95": ci_as_list(ci95(self.values("extra_review_load_pct"))),
         }
+        if self.scenario.gold_rate:
+            keys["gold_copies"] = self.mean("gold_copies")
+        return keys
 
 
 def ci_as_list(ci: tuple[float, float] | None) -> list[float] | None:

@@ -66,8 +66,10 @@ class Scenario:
     hard_cutoff_approve: float = 0.25
     # Noisy reviewers (simulation/README.md, "Noisy reviewers"): each verdict is
     # flipped with ``reviewer_error``; ``double_review_rate`` of items get a
-    # second reviewer and a gold item follows a review with ``gold_rate``, both
-    # at the cost of a review. ``review_team`` people share the reviews, so a
+    # second reviewer, at the cost of a review; beside each admitted item a gold
+    # copy is placed with chance ``gold_rate`` (policy.gold_copy_placed, as the
+    # live queue places them), which waits and is reviewed like an item, a
+    # second review and all. ``review_team`` people share the reviews, so a
     # second review goes to someone else. ``tuner_rule`` picks the plain tuner or
     # the noise-aware one (policy.tune_step_limit_weighted).
     reviewer_error: float = 0.0

@@ -200,18 +200,19 @@ def producer_items(
 
 
 def answered_by(reviewer: AbstractBaseUser, filters: ItemFilter) -> QuerySet[ReviewItem]:
-    """Items this reviewer answered (a verdict or a round of a double
-    review), in the queues they review now. ``decision`` and ``label`` are
-    read from the reviewer's own answer, never from anyone else's."""
+    """Items this reviewer answered (a verdict, a round of a double review,
+    or a gold copy: listed as any item, which it must look like), in the
+    queues they review now. ``decision`` and ``label`` are read from the
+    reviewer's own answer, never from anyone else's."""
     own_verdict = Verdict.objects.filter(item=OuterRef("pk"), reviewer=reviewer)
-    own_judgement = Judgement.objects.filter(item=OuterRef("pk"), reviewer=reviewer, kind=Judgement.Kind.REVIEW)
+    own_judgement = Judgement.objects.filter(item=OuterRef("pk"), reviewer=reviewer)
     if filters.decision:
         own_verdict = own_verdict.filter(decision=filters.decision)
         own_judgement = own_judgement.filter(decision=filters.decision)
     if filters.label:
         own_verdict = own_verdict.filter(reason_label=filters.label)
         own_judgement = own_judgement.filter(reason_label=filters.label)
-    rows = ReviewItem.objects.filter(queue__in=Queue.objects.reviewable_by(reviewer)).filter(
+    rows = ReviewItem.all_objects.filter(queue__in=Queue.objects.reviewable_by(reviewer)).filter(
         Exists(own_verdict) | Exists(own_judgement)
     )
     if filters.queue is not None:
@@ -235,9 +236,7 @@ def reviewer_history(
 
 def _attach_own_answers(reviewer: AbstractBaseUser, items: list[ReviewItem]) -> None:
     pks = [item.pk for item in items]
-    mine: dict[int, Any] = {
-        j.item_id: j for j in Judgement.objects.filter(item__in=pks, reviewer=reviewer, kind=Judgement.Kind.REVIEW)
-    }
+    mine: dict[int, Any] = {j.item_id: j for j in Judgement.objects.filter(item__in=pks, reviewer=reviewer)}
     for verdict in Verdict.objects.filter(item__in=pks, reviewer=reviewer):
         mine.setdefault(verdict.item_id, verdict)
     for item in items:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 
 from ..access import is_operator
-from ..models import Judgement, Queue, ReviewItem, Verdict
+from ..models import OPERATOR_ROUND, GoldItem, Judgement, Queue, ReasonLabel, ReviewItem, Verdict
 
 # How many earlier versions an item's history shows; a longer chain says so.
 HISTORY_DEPTH = 10
@@ -125,21 +125,69 @@ def _as_reviewer_sees_it(
 ) -> tuple[str, Verdict | Judgement | None]:
     """The status and verdict a reviewer is shown. A gold copy must look like
     any other item (its answer measures the reviewer, who must not tell it
-    apart), so a reviewer who answered one sees their own answer as the
-    verdict and the status it would have given an ordinary item; the same
-    holds for their answer on a double review nobody has settled yet."""
+    apart): a settled copy shows the verdict a real item settled the same
+    way would (``copy_verdict``) and the status it gives; while it, or a
+    real double review, waits, a reviewer who answered it sees their own
+    answer as the verdict and the status it would give."""
     status = item.get_status_display()
     if is_operator(user) or (verdict is not None and item.gold_id is None):
         return status, verdict
-    answers = list(Judgement.objects.filter(item=item).select_related("reviewer").order_by("pk"))
-    own = next((answer for answer in answers if answer.reviewer_id == user.pk), None)
-    if own is None and item.gold_id is not None and answers:
-        # Someone else's answered copy: the status its answer would give, never "gold".
-        return ReviewItem.Status(STATUS_AFTER[Verdict.Decision(answers[0].decision)]).label, None
+    settled = copy_verdict(item)
+    if settled is not None:
+        return _status_after(settled.decision), settled
+    own = Judgement.objects.filter(item=item, reviewer=user).first()
     if own is None:
         # Held, not answered yet: a gold copy is "claimed" like any item.
         return status, None
-    return ReviewItem.Status(STATUS_AFTER[Verdict.Decision(own.decision)]).label, own
+    return _status_after(own.decision), own
+
+
+def _status_after(decision: str) -> str:
+    return ReviewItem.Status(STATUS_AFTER[Verdict.Decision(decision)]).label
+
+
+def copy_verdict(item: ReviewItem) -> Verdict | None:
+    """What a settled gold copy shows as its verdict (unsaved), as a real
+    item settled the same way shows its own: the answer that settled it (the
+    only one, the second that agreed, or the third that made a majority);
+    after three answers that all differed, settled beside an operator's
+    settlement (``review_quality.settle_copies_with``), its gold item's
+    expected answer, by the operator who marked it gold. None for anything
+    but a settled copy."""
+    if item.gold_id is None or item.status != ReviewItem.Status.GOLD:
+        return None
+    if item.review_round >= OPERATOR_ROUND:
+        gold = GoldItem.objects.select_related("created_by").get(pk=item.gold_id)
+        label = ""
+        if gold.expected_decision == GoldItem.Expected.REJECT:
+            given = item.judgements.exclude(reason_label="").values_list("reason_label", flat=True).first()
+            label = gold.expected_label or given or ReasonLabel.UNCLEAR
+        return Verdict(
+            item_id=item.pk,
+            queue_id=None,  # shown, never saved: no queue to read
+            reviewer=gold.created_by,
+            decision=gold.expected_decision,
+            reason_label=label,
+            created_at=item.decided_at,
+        )
+    last = item.judgements.select_related("reviewer").order_by("-round", "-pk").first()
+    return answer_as_verdict(last) if last is not None else None
+
+
+def answer_as_verdict(answer: Judgement) -> Verdict:
+    """One reviewer's answer said as a verdict, unsaved: what a reviewer is
+    shown of an answer that is no item's verdict (a double review's, a
+    gold copy's)."""
+    return Verdict(
+        item_id=answer.item_id,
+        queue_id=None,  # shown, never saved: no queue to read
+        reviewer=answer.reviewer,
+        decision=answer.decision,
+        reason_label=answer.reason_label,
+        note=answer.note,
+        edited_output=answer.edited_output,
+        created_at=answer.created_at,
+    )
 
 
 def as_lineage(item: ReviewItem) -> ReviewItem:

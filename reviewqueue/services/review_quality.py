@@ -13,7 +13,9 @@ reviewer; if the three still differ, only an operator settles it
 has waited for a third reviewer longer than the queue's
 ``escalation_delay_minutes`` (``escalate_overdue``, on the beat), and at
 once when the delay is 0 or when nobody who reviews the queue, besides
-those who answered, could take it: a small team does not wait for nobody.
+those who answered, could take it (``could_take_next_round``: the people
+the claim would serve, operators among them while operators review): a
+small team does not wait for nobody.
 Until then the item stays waiting: it keeps its place in the depth, no
 webhook is sent, and the tuner does not hear of it. The settled verdict is
 the answer of the reviewer who settled it (the second, or the third) and is
@@ -22,16 +24,22 @@ what the producer and the tuner get (``verdicts.settle_item``).
 **Gold items.** An operator marks a decided item as gold with its expected
 decision and label (``mark_gold``). At admission, beside a share
 ``gold_rate`` of the real items enqueued, a *copy* of one of the queue's gold
-items is placed (``place_gold``): a row written then, so its id, arrival,
-priority and draft tag are a real item's neighbour's, waiting in queue order
-and counted in the waiting count reviewers see (``Queue.gold_waiting``).
-The claim serves it as it serves any item and then makes it show a gold
-item the reviewer has not seen (``fill_copy``); leases, skips and expiry
-treat it as a real item. It looks like any other item. Its answer
-(``answer_gold``) is compared with the expectation and kept as a
-``Judgement``; it never becomes a Verdict, so it never reaches a producer,
-the tuner, the label counts or the depth. Copies are invisible to every
-other query (``ReviewItem.objects`` leaves them out).
+items is placed (``place_gold``, by ``policy.gold_copy_placed``): a row
+written then, so its id, arrival, priority and draft tag are a real item's
+neighbour's, waiting in queue order and counted in the waiting count
+reviewers see (``Queue.gold_waiting``). The claim serves it as it serves any
+item and then makes it show a gold item the reviewer has not seen
+(``fill_copy``); leases, skips and expiry treat it as a real item. It goes
+through the rounds of a double review as a real item does (chosen by the
+same rule on its own id, served blind to someone it is new to, a third
+round after a disagreement), each answer scored against the expectation
+and kept as a gold ``Judgement`` (``answer_gold``), and it is closed when a
+real item would be settled. Three answers that all differ wait for an
+operator, unseen by the operators, and are settled beside the next
+disagreement an operator settles (``settle_copies_with``). It never becomes
+a Verdict, so it never reaches a producer, the tuner, the label counts, the
+agreement statistics or the depth. Copies are invisible to every other query
+(``ReviewItem.objects`` leaves them out).
 
 **Standing.** After each gold answer, a reviewer whose share right falls
 below ``gold_min_accuracy`` over at least ``gold_min_answers`` answers is
@@ -46,8 +54,11 @@ for the noise-aware tuner and the operators' page. A beat task runs it every
 minute.
 
 Locks: ``answer_gold`` and ``record_review`` run inside ``decide``'s
-transaction under the item's lock, and take no other; ``reestimate`` takes
-only the one its single UPDATE of the policy row takes.
+transaction under the item's lock (a copy's answer then updates its queue's
+row, ``gold_waiting``); ``settle_copies_with`` runs inside an operator's
+``settle``, after the queue's row, and locks copies no reviewer holds
+(skipping any that something else holds); ``reestimate`` takes only the one
+its single UPDATE of the policy row takes.
 """
 
 from __future__ import annotations
@@ -64,13 +75,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, Permission
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Value
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from .. import policy
+from .. import access, policy
 from ..models import OPERATOR_ROUND, GoldItem, Judgement, Queue, ReasonLabel, ReviewerStanding, ReviewItem, Verdict
 from .errors import InvalidInput
 
@@ -122,25 +133,54 @@ class Answer:
 
 def wants_second_review(item: ReviewItem, reviewer: AbstractBaseUser, rate: float) -> bool:
     """Whether this first answer on the item waits for a second, blind one:
-    the item is in the chosen share, and another reviewer who could give it
-    exists (else it would wait for nobody)."""
+    the item is in the chosen share (by its own id, a gold copy's too), and
+    someone else who could be served the next round exists (else it would
+    wait for nobody)."""
     if item.review_round != 1 or not policy.selected_for_double_review(item.pk, rate):
         return False
-    return other_reviewers(reviewer, queue_id=item.queue_id).exists()
+    return could_take_next_round(item, reviewer).exists()
+
+
+def could_take_next_round(item: ReviewItem, reviewer: AbstractBaseUser, *answered: Any) -> Any:
+    """Who, besides ``reviewer`` and those in ``answered``, the claim could
+    serve this item's next round: ``other_reviewers`` of its queue; for a
+    gold copy, only those to whom it shows something new (they neither
+    answered a copy of its gold item nor decided or answered its source),
+    as ``fill_copy`` serves it."""
+    users = other_reviewers(reviewer, *answered, queue_id=item.queue_id)
+    if item.gold_id is not None:
+        users = users.exclude(_seen_gold(item.gold_id))
+    return users
+
+
+def _seen_gold(gold_id: int) -> Q:
+    """Users who have seen this gold item: answered one of its copies,
+    decided its source or answered it in a double review (as ``_gold_for``
+    reads it, from the user's side)."""
+    source = GoldItem.objects.filter(pk=gold_id).values("item_id")
+    rows = (
+        Judgement.objects.filter(item__gold_id=gold_id),
+        Judgement.objects.filter(item_id__in=source),
+        Verdict.objects.filter(item_id__in=source),
+    )
+    seen = Q()
+    for answers in rows:
+        seen |= Q(pk__in=answers.filter(reviewer_id__isnull=False).values("reviewer_id"))
+    return seen
 
 
 def other_reviewers(reviewer: AbstractBaseUser, *also: Any, queue_id: int | None = None) -> Any:
-    """Active users other than ``reviewer`` (and the user ids in ``also``)
-    who hold the review permission, through a group or directly, and are not
-    paused; with ``queue_id``, only those who may review that queue (it is
-    open to all, names them, or names one of their groups). Superusers count
-    only if they hold it too: an administrator is not assumed to review."""
-    permission = Permission.objects.filter(codename="review", content_type__app_label="reviewqueue")
+    """The users other than ``reviewer`` (and the user ids in ``also``) whom
+    the claim would serve: active, not paused, holding a permission that
+    lets them review (``access.reviewers``: the reviewer role, and operators
+    while operators review); with ``queue_id``, only those who may review
+    that queue (it is open to all, names them, or names one of their
+    groups). Superusers count only if they hold such a permission too: an
+    administrator is not assumed to review."""
     users = (
         get_user_model()
-        .objects.filter(is_active=True)
+        .objects.filter(pk__in=access.reviewers().values("pk"))
         .exclude(pk__in=[reviewer.pk, *also])
-        .filter(Q(user_permissions__in=permission) | Q(groups__permissions__in=permission))
         .exclude(standing__paused_at__isnull=False)
     )
     if queue_id is not None:
@@ -150,22 +190,26 @@ def other_reviewers(reviewer: AbstractBaseUser, *also: Any, queue_id: int | None
 
 
 def record_review(
-    item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, now: datetime
+    item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, now: datetime, **scored: Any
 ) -> tuple[AbstractBaseUser, Answer, str] | None:
     """Keep this round's answer on a double-reviewed item (locked by the
-    caller). Answers (who settled it, the settled answer, how) when the
-    answers so far settle the item; else puts the item back in the waiting
-    set for its next round and answers None."""
+    caller): a real item's as a review ``Judgement``, a gold copy's as a
+    gold one with its score (``scored``). Answers (who settled it, the
+    settled answer, how) when the answers so far settle the item; else puts
+    the item back in the waiting set for its next round and answers None.
+    Real items and copies go through these rounds alike."""
+    kind = Judgement.Kind.GOLD if item.gold_id is not None else Judgement.Kind.REVIEW
     Judgement.objects.create(
         item=item,
         reviewer=reviewer,
-        kind=Judgement.Kind.REVIEW,
+        kind=kind,
         round=item.review_round,
         created_at=now,
+        **scored,
         **answer.fields(),
     )
     decisions = list(
-        Judgement.objects.filter(item=item, kind=Judgement.Kind.REVIEW)
+        Judgement.objects.filter(item=item, kind=kind)
         .order_by("round", "created_at", "pk")
         .values_list("decision", flat=True)
     )
@@ -198,8 +242,8 @@ def escalate_now(item: ReviewItem, reviewer: AbstractBaseUser) -> bool:
     if delay is not None and delay <= 0:
         log.info("double review escalated: the queue settles disagreements by an operator", extra={"item": item.pk})
         return True
-    answered = Judgement.objects.filter(item=item, kind=Judgement.Kind.REVIEW).values_list("reviewer_id", flat=True)
-    if not other_reviewers(reviewer, *answered, queue_id=item.queue_id).exists():
+    answered = Judgement.objects.filter(item=item).values_list("reviewer_id", flat=True)
+    if not could_take_next_round(item, reviewer, *answered).exists():
         log.info("double review escalated: no other reviewer", extra={"item": item.pk})
         return True
     return False
@@ -218,10 +262,11 @@ def escalate_overdue(*, now: datetime) -> int:
     delays = Queue.objects.filter(escalation_delay_minutes__isnull=False).values_list("pk", "escalation_delay_minutes")
     for queue_id, delay in delays:
         cutoff = now - timedelta(minutes=delay)
-        disagreed = Judgement.objects.filter(item=OuterRef("pk"), kind=Judgement.Kind.REVIEW, created_at__gt=cutoff)
+        # A gold copy's answers count as a real item's: it is escalated alike.
+        disagreed = Judgement.objects.filter(item=OuterRef("pk"), created_at__gt=cutoff)
         free = Q(status=ReviewItem.Status.PENDING) | Q(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now)
         count = (
-            ReviewItem.objects.filter(queue_id=queue_id, review_round__gt=2, review_round__lt=OPERATOR_ROUND)
+            ReviewItem.all_objects.filter(queue_id=queue_id, review_round__gt=2, review_round__lt=OPERATOR_ROUND)
             .filter(free)
             .exclude(Exists(disagreed))
             .update(
@@ -359,7 +404,7 @@ def place_gold(item: ReviewItem, now: datetime) -> ReviewItem | None:
     Which gold item it shows is settled when a reviewer claims it
     (``fill_copy``). None when nothing was placed."""
     rate = _gold_rates().get(item.queue_id, 0.0)
-    if rate <= 0 or _rng.random() >= rate:
+    if rate <= 0 or not policy.gold_copy_placed(_rng.random(), rate):
         return None
     gold = (
         GoldItem.objects.filter(retired_at__isnull=True, item__queue_id=item.queue_id)
@@ -387,14 +432,30 @@ def place_gold(item: ReviewItem, now: datetime) -> ReviewItem | None:
 
 def fill_copy(copy: ReviewItem, reviewer: AbstractBaseUser) -> bool:
     """Make the copy the reviewer just claimed show a gold item they neither
-    decided nor answered: its own if it is one, else another of its queue,
-    at random. False when there is none for them (the caller gives it back)."""
-    eligible = _gold_for(reviewer, [copy.queue_id])
-    if eligible.filter(pk=copy.gold_id).exists():
-        return True
-    gold = eligible.order_by("?").first()
+    decided nor answered. In its first round: of those, one no other open
+    copy shows (held now, or waiting for a later round), and that the fewest
+    reviewers have answered (at random among them), so that if it is chosen
+    for a second review someone it is new to is there, as for a real item. In a later round it shows what the earlier rounds were
+    shown, so it is served only to a reviewer to whom that is new. False
+    when there is nothing for them (the caller gives it back)."""
+    if copy.review_round > 1:
+        seen = get_user_model().objects.filter(pk=reviewer.pk).filter(_seen_gold(copy.gold_id))
+        return not is_paused(reviewer) and not seen.exists()
+    # A gold item another copy shows (held by a reviewer now, or waiting for
+    # its next round) is kept for that copy: shown meanwhile in this one, it
+    # would no longer be new to the reviewers the other's next round waits for.
+    in_use = (
+        ReviewItem.all_objects.filter(gold=OuterRef("pk"), status__in=ReviewItem.WAITING)
+        .filter(Q(review_round__gt=1) | Q(status=ReviewItem.Status.CLAIMED))
+        .exclude(pk=copy.pk)
+    )
+    eligible = _gold_for(reviewer, [copy.queue_id]).exclude(Exists(in_use))
+    answered = Count("copies__judgements__reviewer", distinct=True)
+    gold = eligible.annotate(answered=answered).order_by("answered", "?").first()
     if gold is None:
         return False
+    if gold.pk == copy.gold_id:
+        return True
     for name in _COPIED:
         setattr(copy, name, getattr(gold.item, name))
     copy.gold = gold
@@ -405,10 +466,13 @@ def fill_copy(copy: ReviewItem, reviewer: AbstractBaseUser) -> bool:
 
 def give_back_copy(copy: ReviewItem) -> None:
     """A copy just claimed that ``fill_copy`` could not fill: back to the
-    queue for the next reviewer, or, when its queue has no active gold item
-    left to show, out of the queue and the waiting count."""
+    queue for the next reviewer, or, when it is in its first round and its
+    queue has no active gold item left to show, out of the queue and the
+    waiting count. A copy in a later round always waits again, as a real
+    item does."""
     with transaction.atomic():
-        if GoldItem.objects.filter(retired_at__isnull=True, item__queue_id=copy.queue_id).exists():
+        keep = copy.review_round > 1
+        if keep or GoldItem.objects.filter(retired_at__isnull=True, item__queue_id=copy.queue_id).exists():
             ReviewItem.all_objects.filter(pk=copy.pk, status=ReviewItem.Status.CLAIMED).update(
                 status=ReviewItem.Status.PENDING, lease_holder=None, lease_expires_at=None, claimed_at=None
             )
@@ -433,27 +497,67 @@ def _gold_for(reviewer: AbstractBaseUser, queues: Collection[int]) -> QuerySet[G
     )
 
 
-def answer_gold(item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, now: datetime) -> None:
-    """Score a gold copy's answer against the expectation, keep it, close the
-    copy, and update the reviewer's standing. Nothing else hears of it."""
+def answer_gold(item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, now: datetime, *, single: bool) -> None:
+    """A gold copy's answer: scored against the expectation and kept as a
+    gold ``Judgement``, through the rounds a real item goes through
+    (``single``: the first answer settles it, as a real item's does when it
+    is not chosen for a second review; else ``record_review``). The copy is
+    closed when a real item would be settled, and waits, counted in the
+    waiting count, while a real item would wait. Each answer re-reads the
+    reviewer's standing. Nothing else hears of it."""
     gold = GoldItem.objects.get(pk=item.gold_id)
     expected_approve = gold.expected_decision == GoldItem.Expected.APPROVE
     label_expected = bool(gold.expected_label) and answer.decision == Verdict.Decision.REJECT
-    Judgement.objects.create(
-        item=item,
-        reviewer=reviewer,
-        kind=Judgement.Kind.GOLD,
-        correct=(answer.category == APPROVE) == expected_approve,
-        label_correct=(answer.reason_label == gold.expected_label) if label_expected else None,
-        created_at=now,
-        **answer.fields(),
-    )
+    scored = {
+        "correct": (answer.category == APPROVE) == expected_approve,
+        "label_correct": (answer.reason_label == gold.expected_label) if label_expected else None,
+    }
+    if single:
+        Judgement.objects.create(
+            item=item,
+            reviewer=reviewer,
+            kind=Judgement.Kind.GOLD,
+            round=item.review_round,
+            created_at=now,
+            **scored,
+            **answer.fields(),
+        )
+    if single or record_review(item, reviewer, answer, now, **scored) is not None:
+        close_copy(item, now)
+    update_standing(reviewer, now)
+
+
+def close_copy(item: ReviewItem, now: datetime) -> None:
+    """The copy is settled: it leaves the waiting set, and the waiting count."""
     item.status = ReviewItem.Status.GOLD
     item.decided_at = now
     item.lease_expires_at = None
     item.save(update_fields=["status", "decided_at", "lease_expires_at", "updated_at"])
     gold_waiting_moved(item.queue_id, -1)
-    update_standing(reviewer, now)
+
+
+def settle_copies_with(item: ReviewItem, now: datetime) -> list[int]:
+    """An operator has just settled ``item``, one of its queue's double
+    reviews: the copies of the queue waiting for an operator (three answers
+    that all differed) that arrived no later than it are settled with it,
+    or, if none did, the oldest one; so copies leave that round at the pace
+    and in the order in which the operators settle real items, and never
+    show on their page. Each shows its gold item's expected answer as its
+    verdict (``selectors.review_item.copy_verdict``). Answers their ids."""
+    waiting = ReviewItem.all_objects.filter(
+        queue_id=item.queue_id, gold__isnull=False, review_round=OPERATOR_ROUND, status__in=ReviewItem.WAITING
+    ).order_by("created_at", "pk")
+    copies = list(waiting.filter(created_at__lte=item.created_at).select_for_update(skip_locked=True))
+    if not copies:
+        copies = list(waiting.select_for_update(skip_locked=True)[:1])
+    for copy in copies:
+        close_copy(copy, now)
+    if copies:
+        log.info(
+            "gold copies settled beside an operator's settlement",
+            extra={"item": item.pk, "copies": [copy.pk for copy in copies]},
+        )
+    return [copy.pk for copy in copies]
 
 
 def gold_waiting_moved(queue_pk: int, by: int) -> None:

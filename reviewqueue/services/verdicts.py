@@ -185,14 +185,17 @@ def send_back(*, item_id: int, reviewer: AbstractBaseUser, note: str, now: datet
 
 
 def _answer(item: ReviewItem, reviewer: AbstractBaseUser, answer: Answer, now: datetime) -> Verdict:
-    """What a reviewer's answer on the item they hold becomes: a gold copy's
-    score, a round of a double review, or the item's verdict. Answers the
-    verdict, or, while none is settled, the answer as an unsaved Verdict."""
-    if item.gold_id is not None:
-        review_quality.answer_gold(item, reviewer, answer, now)
-        return answer.unsettled(item, reviewer, now)
+    """What a reviewer's answer on the item they hold becomes: a round of a
+    double review, or the item's verdict; on a gold copy, the same rounds,
+    each answer scored (``review_quality.answer_gold``), and never a
+    verdict. Answers the verdict, or, while none is settled (and always for
+    a copy), the answer as an unsaved Verdict."""
     rate = getattr(item, "double_review_rate", None) or 0.0
-    if item.review_round == 1 and not review_quality.wants_second_review(item, reviewer, rate):
+    single = item.review_round == 1 and not review_quality.wants_second_review(item, reviewer, rate)
+    if item.gold_id is not None:
+        review_quality.answer_gold(item, reviewer, answer, now, single=single)
+        return answer.unsettled(item, reviewer, now)
+    if single:
         return settle_item(item, reviewer, answer, "reviewer", now)
     settled = review_quality.record_review(item, reviewer, answer, now)
     if settled is None:
@@ -253,7 +256,9 @@ def settle(
             raise AlreadyDecided(f"item {item_id} was already decided ({item.status})")
         if item.status not in ReviewItem.WAITING or item.review_round < 2:
             raise QueueError(f"item {item_id} is not waiting for a double review to settle")
-        return settle_item(item, operator, answer, "operator", now)
+        verdict = settle_item(item, operator, answer, "operator", now)
+        review_quality.settle_copies_with(item, now)
+        return verdict
 
 
 def _operator_answer(decision: str, reason_label: str, note: str) -> Answer:
@@ -366,23 +371,28 @@ def _latest_answers(
 def _undo_answer(
     queue: Queue, answer: Judgement, item: ReviewItem, reviewer: AbstractBaseUser, now: datetime
 ) -> ReviewItem:
-    """Take back a gold answer, or a double review's answer that settled
-    nothing; ``item`` is its item, locked by the caller."""
-    if answer.kind == Judgement.Kind.REVIEW:
+    """Take back a double review's answer that settled nothing, or any
+    answer on a gold copy that a real item's undo would take back: one that
+    settled nothing, on the same terms, and the one that settled it (a real
+    item's settling answer is its verdict, undone in ``undo``). ``item`` is
+    the answer's item, locked by the caller."""
+    copy = item.gold_id is not None
+    settled_it = copy and item.status == ReviewItem.Status.GOLD and item.review_round == answer.round
+    if not settled_it:
         if item.status not in ReviewItem.WAITING:
-            raise UndoRefused(
-                f"item {item.pk} has been settled since ({item.get_status_display()}), so your answer stands"
-            )
+            # No status in the words: a gold copy's would tell it apart.
+            raise UndoRefused(f"item {item.pk} has been settled since, so your answer stands")
         later = item.review_round > answer.round + 1
         held = item.status == ReviewItem.Status.CLAIMED and item.lease_holder_id != reviewer.pk
         if later or (held and item.lease_expires_at is not None and item.lease_expires_at >= now):
             raise UndoRefused(f"another reviewer is answering item {item.pk} now, so your answer stands")
-        item.review_round = answer.round
+    item.review_round = answer.round
     _record_undone(answer, answer.kind, answer.round, now)
     answer.delete()
     _hand_back(item, reviewer, queue, now)
-    if item.gold_id is not None:
+    if settled_it:
         review_quality.gold_waiting_moved(queue.pk, +1)  # waiting again, as a real item's undo adds to the depth
+    if copy:
         review_quality.update_standing(reviewer, now)
     return item
 

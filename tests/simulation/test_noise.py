@@ -3,11 +3,15 @@ noise-aware tuner against a noise-free tuner in the same run."""
 
 import dataclasses
 import json
+import random
 
 import pytest
+from scipy.stats import binomtest
 
+from reviewqueue.policy import gold_share_seen
 from simulation import PRESETS, Scenario, run_replications
 from simulation.cli import NOISE_AWARE_DOUBLE_REVIEW_RATE, NOISE_AWARE_GOLD_RATE, main
+from simulation.model import SimQueue
 from tests.simulation.helpers import spread
 
 
@@ -74,9 +78,48 @@ def test_error_free_reviewers_leave_the_plain_tuner_on_the_reference() -> None:
 
 
 def test_double_review_and_gold_cost_their_share_of_reviews() -> None:
+    # A second review for 10 % of items; a copy beside 5 % of them, itself
+    # reviewed twice one time in ten: 10 + 5 x 1.1 = 15.5 reviews in 100.
     summary = run_replications(_noisy("A", 0.1, "noise_aware", double=0.1, gold=0.05), 40, seed=2, workers=1)
     lo, hi = spread(summary.values("extra_review_load_pct"))
-    assert lo <= 15.0 <= hi
+    assert lo <= 15.5 <= hi
+
+
+def test_the_model_places_gold_copies_by_the_live_queues_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    sc = _noisy("A", 0.0, "noise_aware", gold=0.3)
+    runs = run_replications(sc, 20, seed=4, workers=1).runs
+    copies, admitted = sum(r.gold_copies for r in runs), sum(r.enqueued for r in runs)
+    interval = binomtest(copies, admitted).proportion_ci(0.95, method="wilson")
+    assert interval.low <= 0.3 <= interval.high  # a copy beside each admitted item with chance gold_rate
+    # Each copy is reviewed, and only as extra load: copies are about rate / (1 + rate) of the reviews.
+    reviews = sum(r.reviewed + r.extra_reviews for r in runs)
+    assert abs(sum(r.extra_reviews for r in runs) / reviews - gold_share_seen(0.3)) < 0.01
+    # The rule is policy's: placed when it says so, for every item admitted, never otherwise.
+    asked: list[tuple[float, float]] = []
+
+    def always(draw: float, rate: float) -> bool:
+        asked.append((draw, rate))
+        return True
+
+    monkeypatch.setattr("simulation.reviewers.gold_copy_placed", always)
+    run = run_replications(sc, 1, seed=4, workers=1).runs[0]
+    assert run.gold_copies == run.enqueued == len(asked) and {rate for _, rate in asked} == {0.3}
+    monkeypatch.setattr("simulation.reviewers.gold_copy_placed", lambda draw, rate: False)
+    assert run_replications(sc, 1, seed=4, workers=1).runs[0].gold_copies == 0
+
+
+def test_a_gold_copy_waits_in_the_queue_but_never_in_its_depth(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("simulation.reviewers.gold_copy_placed", lambda draw, rate: True)
+    queue = SimQueue(_noisy("A", 0.0, "noise_aware", gold=0.5), random.Random(1))
+    item = queue.produce(0.0)
+    queue.offer(0.0, item)
+    assert (queue.depth, queue.result.arrived, queue.result.enqueued, len(queue.fifo)) == (1, 1, 1, 2)
+    assert queue.take() is item
+    copy = queue.take()
+    assert copy is not None and copy.gold and (copy.arrived, copy.priority) == (item.arrived, item.priority)
+    queue.finish(1.0, item)
+    queue.finish(1.0, copy)
+    assert (queue.depth, queue.result.reviewed, queue.panel.extra_reviews, len(queue.panel.gold)) == (0, 1, 1, 1)
 
 
 def test_extra_reviews_take_review_time_from_an_overloaded_queue() -> None:

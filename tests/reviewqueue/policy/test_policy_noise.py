@@ -21,6 +21,8 @@ from reviewqueue.policy import (
     approve_probability,
     count_distribution,
     estimate_reliability,
+    gold_copy_placed,
+    gold_share_seen,
     step_change_odds,
     tune_step_limit,
     tune_step_limit_weighted,
@@ -167,3 +169,21 @@ def test_a_prior_out_of_range_is_refused() -> None:
         ReliabilityPrior(error=0.5)
     with pytest.raises(PolicyError):
         ReliabilityPrior(team_strength=-1)
+
+
+# --- gold copies --------------------------------------------------------------------------
+
+
+@given(st.floats(0, 1), st.floats(0, 1, exclude_max=True))
+def test_a_gold_copy_is_placed_when_the_draw_is_below_the_rate(rate: float, draw: float) -> None:
+    assert gold_copy_placed(draw, rate) == (draw < rate)
+
+
+def test_copies_are_rate_over_one_plus_rate_of_what_reviewers_see() -> None:
+    rng = random.Random(3)
+    for rate in (0.02, 0.1, 0.5, 1.0):
+        copies = sum(gold_copy_placed(rng.random(), rate) for _ in range(50_000))
+        assert math.isclose(copies / (50_000 + copies), gold_share_seen(rate), abs_tol=0.006), rate
+    assert gold_share_seen(0.0) == 0.0 and gold_share_seen(1.0) == 0.5
+    with pytest.raises(PolicyError):
+        gold_copy_placed(0.5, 1.5)

@@ -124,6 +124,19 @@ def within_chance(rows: list[tuple[tuple[str, ...], bool]]) -> tuple[bool, float
     return low <= chance, accuracy, chance, n
 
 
+def told_apart(rows: list[tuple[tuple[str, ...], bool]], names: tuple[str, ...]) -> list[tuple[str, float, float, int]]:
+    """Each view (named by ``names``, in the rows' feature order) alone, then
+    all of them together, that a classifier tells apart beyond chance: the
+    view's name, the accuracy, the constant guess's and the test size."""
+    found = []
+    views = [(name, [((features[view],), is_copy) for features, is_copy in rows]) for view, name in enumerate(names)]
+    for name, view_rows in [*views, ("all together", rows)]:
+        held, accuracy, chance, n = within_chance(view_rows)
+        if not held:
+            found.append((name, round(accuracy, 2), round(chance, 2), n))
+    return found
+
+
 def majority_accuracy(rows: list[tuple[tuple[str, ...], bool]]) -> tuple[float, float, int]:
     """Train on even rows (the majority kind for each seen shape), test on odd
     rows; answers the accuracy, the constant guess's accuracy and the test size."""
@@ -187,12 +200,5 @@ def test_a_classifier_over_what_a_reviewer_sees_does_no_better_than_chance(
     assert copies >= ENOUGH and len(rows) - copies >= ENOUGH, (copies, len(rows) - copies, left)
 
     names = ("card served", "card after", "panel after", "item page", "notice", "id", "waiting count")
-    told_apart = []
-    for view, name in enumerate(names):  # each view alone, then all of them together
-        held, accuracy, chance, n = within_chance([((features[view],), is_copy) for features, is_copy in rows])
-        if not held:
-            told_apart.append((name, round(accuracy, 2), round(chance, 2), n))
-    held, accuracy, chance, n = within_chance(rows)
-    if not held:
-        told_apart.append(("all together", round(accuracy, 2), round(chance, 2), n))
-    assert not told_apart, told_apart
+    found = told_apart(rows, names)
+    assert not found, found

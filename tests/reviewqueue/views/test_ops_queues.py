@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
-from django.test import Client
+from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -463,7 +463,10 @@ def test_an_operator_sets_a_queues_reviewers(
     client.force_login(operator)
     page = client.get(reverse("ops:queue", args=["team-a"]))
     members = page.context["form"].fields["members"].queryset
-    assert list(members) == [reviewer]  # reviewers only: not the operator
+    assert list(members) == [operator, reviewer]  # who may review: operators too, while operators review
+    with override_settings(REVIEWQUEUE_OPERATORS_REVIEW=False):
+        kept_apart = client.get(reverse("ops:queue", args=["team-a"]))
+        assert list(kept_apart.context["form"].fields["members"].queryset) == [reviewer]
     response = client.post(
         reverse("ops:queue", args=["team-a"]), {"members": [reviewer.pk], "member_groups": [team.pk]}
     )
