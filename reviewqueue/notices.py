@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from . import services
 from .models import Judgement, LoopRun, Queue, ReviewItem, Verdict
-from .selectors.review_item import _as_reviewer_sees_it, answer_as_verdict, copy_verdict
+from .selectors.review_item import _as_reviewer_sees_it, answer_as_verdict, as_lineage, copy_verdict
 from .templatetags.time_tags import ago
 
 
@@ -102,9 +102,18 @@ def _copy_answer(item_id: int) -> Verdict | None:
 def _sent_back_words(verdict: Verdict) -> str:
     """What became of a send-back, and how long undo can take it back."""
     seconds = settings.REVIEWQUEUE_UNDO_SECONDS
-    if verdict.pk is None:  # an answer that settles nothing yet: nobody hears of it now
-        return f"Sent back item #{verdict.item_id} with your note. Undo (u) within {seconds} s takes it back."
-    if LoopRun.objects.filter(resumed_from__item_id=verdict.item_id).exists():
+    if verdict.pk is None:
+        settled_copy = ReviewItem.all_objects.filter(
+            pk=verdict.item_id, gold__isnull=False, status=ReviewItem.Status.GOLD
+        ).first()
+        if settled_copy is None:  # an answer that settles nothing yet: nobody hears of it now
+            return f"Sent back item #{verdict.item_id} with your note. Undo (u) within {seconds} s takes it back."
+        # A gold copy this answer settled reads as a real item of its kind
+        # would: its source's, fed by a loop or pushed by a producer.
+        loop_fed = LoopRun.objects.filter(item=as_lineage(settled_copy)).exists()
+    else:
+        loop_fed = LoopRun.objects.filter(resumed_from__item_id=verdict.item_id).exists()
+    if loop_fed:
         return (
             f"Sent back item #{verdict.item_id}: its loop runs again from this output with your note. "
             f"Undo (u) within {seconds} s takes it back, until the new run starts."

@@ -103,3 +103,20 @@ def test_a_reviewer_s_history_lists_the_copies_they_answered(
     rejected = client_of(ann).get(reverse("review:history"), {"decision": "reject"}).content.decode()
     assert f'<tr id="item-{copy}">' in rejected
     assert f'<tr id="item-{copy}">' not in client_of(ben).get(reverse("review:history")).content.decode()
+
+
+def test_a_send_back_that_settles_a_copy_is_told_as_on_a_real_item(
+    twins: tuple[int, int], make_user: Callable[..., Any]
+) -> None:
+    services.policy_update(user=None, changes={"double_review_rate": 0})  # one answer settles either
+    ann = make_user("ann", "reviewer")
+    told = {}
+    for pk, other in ((twins[0], twins[1]), (twins[1], twins[0])):
+        assert services.claim(reviewer=ann, exclude=[other]).pk == pk
+        said = client_of(ann).post(reverse("review:send_back", args=[pk]), {"note": "name the file"}, **HX)
+        told[pk] = re.sub(r"\d+", "#", re.search(r"Sent back item.*?takes it back\.", said.content.decode()).group(0))
+        held = services.current_claim(reviewer=ann)
+        if held is not None:
+            services.release(item_id=held.pk, reviewer=ann)
+    assert "its producer gets your note" in told[twins[0]]
+    assert told[twins[0]] == told[twins[1]]
