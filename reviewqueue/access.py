@@ -174,8 +174,9 @@ OPERATOR_READS = (
     "judgement",
     "reviewerstanding",
     # What the item timeline reads beside the verdicts: each lease's
-    # renewals, and the answers reviewers took back (services.renew, undo).
-    "leaserenewal",
+    # renewals and skip, and the answers reviewers took back (services.renew,
+    # release, undo).
+    "leaserecord",
     "undoneanswer",
     # Role changes the identity provider's groups made (services.identity).
     "roleaudit",

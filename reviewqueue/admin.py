@@ -326,11 +326,11 @@ class JudgementAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
 
-@admin.register(models.LeaseRenewal)
-class LeaseRenewalAdmin(ReadOnlyAdmin):
-    list_display = ("id", "item", "holder", "claimed_at", "renewals", "first_at", "last_at", "expires_at")
+@admin.register(models.LeaseRecord)
+class LeaseRecordAdmin(ReadOnlyAdmin):
+    list_display = ("id", "item", "holder", "claimed_at", "renewals", "last_at", "expires_at", "released_at")
     raw_id_fields = ("item", "holder")
-    date_hierarchy = "last_at"
+    date_hierarchy = "claimed_at"
 
 
 @admin.register(models.UndoneAnswer)

@@ -754,36 +754,42 @@ class Judgement(models.Model):
         return policy.counts_as_approval(self.decision)
 
 
-class LeaseRenewal(models.Model):
-    """A lease's renewals, kept as one row per lease: the item, its holder
-    and the claim the lease began with, how many times the review page
-    renewed it, the first and the last time, and where the last renewal
-    moved its end. A page renews every minute while its reviewer works, so a
-    row per renewal would grow by one per reviewer-minute all day; this row
-    grows by one per lease that was renewed at all, and a renewal changes
-    only columns no index holds (an in-place update on PostgreSQL).
+class LeaseRecord(models.Model):
+    """What became of a lease its reviewer worked under or gave back, kept as
+    one row per lease: the item, its holder and the claim the lease began
+    with, how many times the review page renewed it (the first and the last
+    time, and where the last renewal moved its end), and when its holder gave
+    the item back (a skip). A page renews every minute while its reviewer
+    works, so a row per renewal would grow by one per reviewer-minute all
+    day; this row grows by one per lease that was renewed or skipped, and a
+    renewal changes only columns no index holds (an in-place update on
+    PostgreSQL).
 
-    Written by ``services.renew`` under the item's row lock, never on the
-    claim or the verdict, so the reviewer's keypress sends no statement
-    more. The item's timeline reads it (ARCHITECTURE.md, "Finding items")."""
+    Written by ``services.renew`` and ``services.release`` under the item's
+    row lock, never on the claim or the verdict, so the reviewer's keypress
+    sends no statement more. A lease that ended in an answer needs no row:
+    the answer is the item's timeline line. The timeline reads it
+    (ARCHITECTURE.md, "Finding items")."""
 
     # No index of its own: the unique constraint's index leads with the item.
-    item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="lease_renewals", db_index=False)
+    item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="lease_records", db_index=False)
     holder = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     claimed_at = models.DateTimeField(help_text="when the lease began: with the item and holder, which lease")
-    renewals = models.PositiveIntegerField(default=1)
-    first_at = models.DateTimeField(help_text="the first renewal")
-    last_at = models.DateTimeField(help_text="the latest renewal")
-    expires_at = models.DateTimeField(help_text="the lease's end as the latest renewal set it")
+    renewals = models.PositiveIntegerField(default=0)
+    first_at = models.DateTimeField(null=True, blank=True, help_text="the first renewal")
+    last_at = models.DateTimeField(null=True, blank=True, help_text="the latest renewal")
+    expires_at = models.DateTimeField(help_text="the lease's end as its claim or latest renewal set it")
+    released_at = models.DateTimeField(null=True, blank=True, help_text="when its holder gave the item back (a skip)")
 
     class Meta:
         constraints = [
             # One row per lease; its index is also renew's lookup and the timeline's (by item).
-            models.UniqueConstraint(fields=["item", "claimed_at", "holder"], name="one_renewal_row_per_lease")
+            models.UniqueConstraint(fields=["item", "claimed_at", "holder"], name="one_record_per_lease")
         ]
 
     def __str__(self) -> str:
-        return f"lease on #{self.item_id} renewed {self.renewals}x"
+        skipped = ", skipped" if self.released_at else ""
+        return f"lease on #{self.item_id} renewed {self.renewals}x{skipped}"
 
 
 class UndoneAnswer(models.Model):

@@ -251,7 +251,7 @@ class Event:
     """One line of an item's timeline."""
 
     at: datetime | None
-    kind: str  # admitted, claimed, lease, renewal, answer, undone, verdict, final, webhook, shed, version
+    kind: str  # admitted, claimed, lease, renewal, skip, answer, undone, verdict, final, webhook, shed, version
     text: str
     item_link: int | None = None  # another item this line points to (a version)
 
@@ -259,11 +259,11 @@ class Event:
 def timeline(item: ReviewItem) -> list[Event]:
     """What happened to the item, oldest first, read from the rows that
     record it: its admission and run, the current lease, each lease's
-    renewals and how many leases ran out, every answer (double review
+    renewals and skip and how many leases ran out, every answer (double review
     rounds), each answer taken back, the settled verdict and the instant it
     became final, each webhook event with its attempts, a shed entry, and
     the versions before and after it."""
-    events = [*_admission(item), *_lease(item), *_renewals(item), *_undone(item)]
+    events = [*_admission(item), *_lease(item), *_leases(item), *_undone(item)]
     for judgement in item.judgements.select_related("reviewer").order_by("created_at", "pk"):
         events.append(
             Event(
@@ -350,17 +350,24 @@ def _times(n: int) -> str:
 SETTLED_BY = dict(Verdict._meta.get_field("settled_by").choices or [])
 
 
-def _renewals(item: ReviewItem) -> list[Event]:
-    """One line per lease that was renewed, at its latest renewal."""
+def _leases(item: ReviewItem) -> list[Event]:
+    """One line per lease that was renewed, at its latest renewal, and one
+    per lease its holder gave back (a skip), at that moment."""
     events = []
-    for lease in item.lease_renewals.select_related("holder").order_by("last_at", "pk"):
-        at = lease.last_at
-        first = "" if lease.renewals == 1 else f", first renewal {_clock(lease.first_at, at)}"
-        text = (
-            f"{_who(lease.holder)} renewed the lease {_times(lease.renewals)} (claimed {_clock(lease.claimed_at, at)}"
-            f"{first}); it then ran to {_clock(lease.expires_at, at)}"
-        )
-        events.append(Event(lease.last_at, "renewal", text))
+    for lease in item.lease_records.select_related("holder").order_by("claimed_at", "pk"):
+        who = _who(lease.holder)
+        if lease.renewals and lease.last_at is not None and lease.first_at is not None:
+            at = lease.last_at
+            first = "" if lease.renewals == 1 else f", first renewal {_clock(lease.first_at, at)}"
+            text = (
+                f"{who} renewed the lease {_times(lease.renewals)} (claimed {_clock(lease.claimed_at, at)}"
+                f"{first}); it then ran to {_clock(lease.expires_at, at)}"
+            )
+            events.append(Event(at, "renewal", text))
+        if lease.released_at is not None:
+            held = max(0, round((lease.released_at - lease.claimed_at).total_seconds()))
+            text = f"{who} skipped it, back to the queue (claimed {_clock(lease.claimed_at, lease.released_at)}, held {held} s)"
+            events.append(Event(lease.released_at, "skip", text))
     return events
 
 

@@ -3,8 +3,8 @@
 ``claim`` locks the chosen item row (``SELECT ... FOR UPDATE SKIP LOCKED``
 inside one ``UPDATE`` on PostgreSQL, see ``claim_pg``; a conditional update
 elsewhere); ``expire_leases`` (the beat task's sweep) updates expired rows;
-``release`` and ``renew`` lock the held item's row (``renew`` also counts
-the renewal on the lease's one ``LeaseRenewal`` row, under that lock). None
+``release`` and ``renew`` lock the held item's row (and write what they did
+on the lease's one ``LeaseRecord`` row, under that lock). None
 of them takes a queue row's lock: a lease moves no item in or out of the
 waiting set, so the kept depth does not change.
 
@@ -29,7 +29,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from .. import policy
-from ..models import OPERATOR_ROUND, Judgement, LeaseRenewal, Queue, ReviewerStanding, ReviewItem
+from ..models import OPERATOR_ROUND, Judgement, LeaseRecord, Queue, ReviewerStanding, ReviewItem
 from . import claim_pg, review_quality
 from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
 
@@ -361,10 +361,13 @@ def release_leases_outside(queue: Queue) -> int:
 
 
 def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
-    """Give a claimed item back to the queue (skip). Only the lease holder may."""
+    """Give a claimed item back to the queue (skip), and keep the skip on the
+    lease's ``LeaseRecord`` for the item's timeline. Only the lease holder
+    may; a second call finds no lease of theirs and refuses."""
     now = now or timezone.now()
     with transaction.atomic():
         item = held_item(item_id, reviewer, now)  # a gold copy goes back as any item does
+        _record_lease(item, reviewer, now, released_at=now)
         item.status = ReviewItem.Status.PENDING
         item.lease_holder = None
         item.lease_expires_at = None
@@ -374,7 +377,7 @@ def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = 
 
 def renew(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
     """Extend the holder's live lease by its queue's lease length, and count
-    the renewal on the lease's one ``LeaseRenewal`` row (written the first
+    the renewal on the lease's one ``LeaseRecord`` row (written the first
     time, updated after). Safe to repeat: each call is one more renewal."""
     now = now or timezone.now()
     with transaction.atomic():
@@ -386,10 +389,27 @@ def renew(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = No
 
 
 def _count_renewal(item: ReviewItem, reviewer: AbstractBaseUser, now: datetime) -> None:
-    """One more renewal on the lease's row. The item's row lock, held by the
-    caller, serialises the renewals of one lease, so the update finds the
-    row or, the first time, nothing, and the insert cannot collide."""
+    """One more renewal on the lease's row."""
+    _record_lease(item, reviewer, now, renewed=True)
+
+
+def _record_lease(
+    item: ReviewItem,
+    reviewer: AbstractBaseUser,
+    now: datetime,
+    *,
+    renewed: bool = False,
+    released_at: datetime | None = None,
+) -> None:
+    """Write a renewal or a skip on the lease's one row. The item's row lock,
+    held by the caller, serialises the writes of one lease, so the update
+    finds the row or, the first time, nothing, and the insert cannot collide."""
     lease = {"item_id": item.pk, "holder_id": reviewer.pk, "claimed_at": item.claimed_at or now}
-    moved = {"last_at": now, "expires_at": item.lease_expires_at}
-    if not LeaseRenewal.objects.filter(**lease).update(renewals=F("renewals") + 1, **moved):
-        LeaseRenewal.objects.create(**lease, **moved, first_at=now)
+    changes: dict[str, Any] = {"expires_at": item.lease_expires_at or now}
+    if renewed:
+        changes.update(renewals=F("renewals") + 1, last_at=now)
+    if released_at is not None:
+        changes["released_at"] = released_at
+    if not LeaseRecord.objects.filter(**lease).update(**changes):
+        first = {"renewals": 1, "first_at": now, "last_at": now} if renewed else {}
+        LeaseRecord.objects.create(**lease, **{**changes, **first})

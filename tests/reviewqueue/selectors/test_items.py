@@ -140,6 +140,27 @@ def test_the_timeline_shows_each_leases_renewals_on_one_line(admit_item: Any, re
     assert f"first renewal {selectors._clock(start + timedelta(minutes=1), line.at)})" in line.text
 
 
+def test_the_timeline_shows_who_skipped_the_item_and_who_took_it_next(
+    admit_item: Any, reviewer: Any, make_user: Any
+) -> None:
+    item = admit_item().item
+    olga = make_user("olga", "reviewer")
+    start = timezone.now()
+    services.claim(reviewer=reviewer, now=start)
+    services.release(item_id=item.pk, reviewer=reviewer, now=start + timedelta(seconds=12))
+    services.claim(reviewer=olga, now=start + timedelta(seconds=20))
+    services.release(item_id=item.pk, reviewer=olga, now=start + timedelta(seconds=25))
+    services.claim(reviewer=reviewer, now=start + timedelta(seconds=30))
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=True, now=start + timedelta(seconds=40))
+    events = selectors.timeline(ReviewItem.objects.get(pk=item.pk))
+    skips = [event for event in events if event.kind == "skip"]
+    assert [event.at for event in skips] == [start + timedelta(seconds=12), start + timedelta(seconds=25)]
+    assert skips[0].text.startswith("rita skipped it") and "held 12 s" in skips[0].text
+    assert skips[1].text.startswith("olga skipped it") and "held 5 s" in skips[1].text
+    kinds = [event.kind for event in events]
+    assert kinds.index("skip") < kinds.index("verdict")
+
+
 def test_the_timeline_says_what_was_undone_by_whom_and_when(admit_item: Any, reviewer: Any) -> None:
     item = admit_item().item
     services.claim(reviewer=reviewer)

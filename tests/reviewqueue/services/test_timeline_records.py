@@ -1,5 +1,5 @@
-"""What renew and undo leave behind for an item's timeline: one coalesced
-row per renewed lease (never a row per renewal), and one row per answer
+"""What renew, skip and undo leave behind for an item's timeline: one
+coalesced row per renewed or skipped lease (never a row per renewal), and one row per answer
 taken back, saying what it decided, who gave it, when, and when it was
 undone; a verdict, a send-back and a double review's answers alike."""
 
@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from reviewqueue import services
-from reviewqueue.models import LeaseRenewal, ReviewItem, UndoneAnswer
+from reviewqueue.models import LeaseRecord, ReviewItem, UndoneAnswer
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +22,7 @@ def test_many_renewals_of_one_lease_are_one_row(claimed: ReviewItem, reviewer: A
     start = timezone.now()
     for minute in range(1, 6):
         services.renew(item_id=claimed.pk, reviewer=reviewer, now=start + timedelta(minutes=minute))
-    lease = LeaseRenewal.objects.get()
+    lease = LeaseRecord.objects.get()
     assert lease.renewals == 5
     assert (lease.item_id, lease.holder_id, lease.claimed_at) == (claimed.pk, reviewer.pk, claimed.claimed_at)
     assert lease.first_at == start + timedelta(minutes=1)
@@ -39,19 +39,38 @@ def test_a_new_lease_on_the_item_gets_its_own_row(
     assert services.claim(reviewer=other).pk == claimed.pk
     services.renew(item_id=claimed.pk, reviewer=other)
     services.renew(item_id=claimed.pk, reviewer=other)
-    rows = list(LeaseRenewal.objects.order_by("pk").values_list("holder__username", "renewals"))
-    assert rows == [("rita", 1), ("olga", 2)]
+    rows = list(LeaseRecord.objects.order_by("pk").values_list("holder__username", "renewals", "released_at"))
+    assert [(who, n, skipped is not None) for who, n, skipped in rows] == [("rita", 1, True), ("olga", 2, False)]
+
+
+def test_a_skip_is_kept_on_its_lease_whether_or_not_it_was_renewed(
+    claimed: ReviewItem, reviewer: Any, make_user: Callable[..., Any]
+) -> None:
+    claimed_at = ReviewItem.objects.get(pk=claimed.pk).claimed_at
+    skipped = timezone.now() + timedelta(seconds=20)
+    services.release(item_id=claimed.pk, reviewer=reviewer, now=skipped)
+    lease = LeaseRecord.objects.get()
+    assert (lease.holder_id, lease.claimed_at, lease.renewals, lease.released_at) == (
+        reviewer.pk,
+        claimed_at,
+        0,
+        skipped,
+    )
+    assert lease.first_at is None and lease.last_at is None
+    with pytest.raises(services.QueueError):  # a second skip has no lease to give back
+        services.release(item_id=claimed.pk, reviewer=reviewer)
+    assert LeaseRecord.objects.count() == 1
 
 
 def test_a_refused_renewal_leaves_no_row(claimed: ReviewItem, make_user: Callable[..., Any]) -> None:
     with pytest.raises(services.NotLeaseHolder):
         services.renew(item_id=claimed.pk, reviewer=make_user("olga", "reviewer"))
-    assert not LeaseRenewal.objects.exists()
+    assert not LeaseRecord.objects.exists()
 
 
 def test_claim_and_decide_write_no_renewal_row(claimed: ReviewItem, reviewer: Any) -> None:
     services.decide(item_id=claimed.pk, reviewer=reviewer, approve=True)
-    assert not LeaseRenewal.objects.exists()
+    assert not LeaseRecord.objects.exists()
 
 
 def test_an_undone_verdict_is_kept_with_what_who_and_when(claimed: ReviewItem, reviewer: Any) -> None:

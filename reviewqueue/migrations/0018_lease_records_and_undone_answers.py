@@ -30,19 +30,20 @@ class Migration(migrations.Migration):
             ],
         ),
         migrations.CreateModel(
-            name='LeaseRenewal',
+            name='LeaseRecord',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('claimed_at', models.DateTimeField(help_text='when the lease began: with the item and holder, which lease')),
-                ('renewals', models.PositiveIntegerField(default=1)),
-                ('first_at', models.DateTimeField(help_text='the first renewal')),
-                ('last_at', models.DateTimeField(help_text='the latest renewal')),
-                ('expires_at', models.DateTimeField(help_text="the lease's end as the latest renewal set it")),
+                ('renewals', models.PositiveIntegerField(default=0)),
+                ('first_at', models.DateTimeField(blank=True, help_text='the first renewal', null=True)),
+                ('last_at', models.DateTimeField(blank=True, help_text='the latest renewal', null=True)),
+                ('expires_at', models.DateTimeField(help_text="the lease's end as its claim or latest renewal set it")),
+                ('released_at', models.DateTimeField(blank=True, help_text='when its holder gave the item back (a skip)', null=True)),
                 ('holder', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('item', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='lease_renewals', to='reviewqueue.reviewitem')),
+                ('item', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='lease_records', to='reviewqueue.reviewitem')),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('item', 'claimed_at', 'holder'), name='one_renewal_row_per_lease')],
+                'constraints': [models.UniqueConstraint(fields=('item', 'claimed_at', 'holder'), name='one_record_per_lease')],
             },
         ),
     ]
