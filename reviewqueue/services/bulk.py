@@ -48,7 +48,7 @@ from ..selectors.items import ItemFilter, matching
 from .depth import after_depth_change, take_one_off_depth
 from .errors import InvalidInput, QueueError
 from .outbox import item_shed
-from .review_quality import Answer
+from .review_quality import Answer, settle_copies_with
 from .verdicts import settle_item
 
 ACTIONS = ("requeue", "reject", "move", "expire")
@@ -159,6 +159,11 @@ def _apply_one(
         else:
             assert target is not None
             left = _move(item, target, now)
+        if action in ("reject", "expire") and item.review_round >= 2:
+            # A double review an operator ends in bulk is settled as on the
+            # quality page, so gold copies waiting for an operator leave at
+            # the same pace (review_quality.settle_copies_with).
+            settle_copies_with(item, now)
     if left is not None:  # the moved item off the old queue's depth, once the new one counts it
         with transaction.atomic():
             queue = take_one_off_depth(left, now)

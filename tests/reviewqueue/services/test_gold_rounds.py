@@ -29,8 +29,9 @@ from reviewqueue.models import (
     Verdict,
     WebhookDelivery,
 )
+from reviewqueue.selectors.items import ItemFilter
 from reviewqueue.selectors.review_item import copy_verdict
-from reviewqueue.services import review_quality
+from reviewqueue.services import bulk, review_quality
 from reviewqueue.tokens import issue_token
 
 pytestmark = [pytest.mark.double_review, pytest.mark.django_db]
@@ -202,6 +203,28 @@ def test_three_different_answers_on_a_copy_wait_for_an_operator_unseen_by_the_op
     for pk in (real, copy):
         html = reader.get(reverse("review_item", args=[pk])).content.decode()
         assert "Approved" in html and f"by {operator.username}," in html, pk
+
+
+@pytest.mark.parametrize("action", ["reject", "expire"])
+def test_a_disagreement_an_operator_ends_in_bulk_takes_its_copy_with_it(
+    admit_item: Callable[..., Any], gold: Callable[..., list[GoldItem]], team: list[Any], operator: Any, action: str
+) -> None:
+    ann, ben, cat = team
+    gold(escalation_delay_minutes=None)
+    real, copy = placed(admit_item)
+    for pk, skip in ((real, (copy,)), (copy, (real,))):
+        answer(ann, pk, approve=True, skip=skip)
+        answer(ben, pk, approve=False, skip=skip)
+        assert services.claim(reviewer=cat, exclude=skip).pk == pk
+        services.send_back(item_id=pk, reviewer=cat, note="another try")
+    assert Queue.current().gold_waiting == 1
+    filters = ItemFilter(status="pending")
+    seen = bulk.bulk_count(filters=filters, action=action)
+    assert seen == 1  # the real disagreement; the copy is never in an operator's list
+    options = {"reason_label": "unclear"} if action == "reject" else {}
+    bulk.bulk_apply(operator=operator, filters=filters, action=action, seen=seen, **options)
+    assert state(copy) == ("gold", OPERATOR_ROUND)
+    assert Queue.current().waiting == 0
 
 
 def test_each_answer_on_a_copy_is_undone_as_on_a_real_item(
