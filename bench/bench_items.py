@@ -18,6 +18,11 @@ Django's test Client, interleaved round by round:
   "Older" link)
 - ``deep page``: the same filter, ``after`` a cursor half-way down the list
 - ``api page``: ``GET /api/items?status=approved&q=invoice`` with a producer's token
+- ``history``: ``GET /review/history/`` for the reviewer who gave every
+  verdict (three in five items), and ``new history`` / ``new history q``
+  (``?q=invoice``) for a reviewer with 30 answers of their own, on the oldest
+  decided items: the sparse case, where a list driven by the items rather
+  than by the reviewer's answers walks the whole table
 
 Prints the median of each at both sizes and their ratio (goal <= 1.5), and
 writes ``EXPLAIN (ANALYZE, BUFFERS)`` of the first page's list query on the
@@ -69,6 +74,12 @@ SELECT id, %(reviewer)s, CASE WHEN status = 'approved' THEN 'approve' ELSE 'reje
 FROM reviewqueue_reviewitem WHERE status IN ('approved', 'rejected')
 """
 
+# A new reviewer's 30 answers, on the oldest decided items.
+SEED_NEW_REVIEWER = """
+UPDATE reviewqueue_verdict SET reviewer_id = %(reviewer)s
+WHERE item_id IN (SELECT item_id FROM reviewqueue_verdict ORDER BY item_id LIMIT 30)
+"""
+
 
 def seed(n: int) -> float:
     """Queues, an operator, a reviewer, a producer's token, n items; returns seconds."""
@@ -85,6 +96,8 @@ def seed(n: int) -> float:
     users.create(username="otto").groups.add(groups["operator"])
     rita = users.create(username="rita")
     rita.groups.add(groups["reviewer"])
+    newbie = users.create(username="nina")
+    newbie.groups.add(groups["reviewer"])
     queues = [Queue.objects.create(slug=slug, name=slug.upper(), open_to_all=True, capacity=10**7) for slug in QUEUES]
     _, plain = issue_token(name="producer-3", scopes=["outputs"])
     Path(os.environ["REVIEWQUEUE_VAR_DIR"], "bench_items_token").write_text(plain)
@@ -96,6 +109,7 @@ def seed(n: int) -> float:
     with connection.cursor() as cursor:
         cursor.execute(SEED_ITEMS, {"n": n, "queues": [q.pk for q in queues]})
         cursor.execute(SEED_VERDICTS, {"reviewer": rita.pk})
+        cursor.execute(SEED_NEW_REVIEWER, {"reviewer": newbie.pk})
     with connection.schema_editor() as editor:
         editor.add_index(ReviewItem, search)
     with connection.cursor() as cursor:
@@ -127,6 +141,10 @@ class Pages:
 
         self.client = Client()
         self.client.force_login(get_user_model().objects.get(username="otto"))
+        self.reviewers = {}
+        for name in ("rita", "nina"):
+            self.reviewers[name] = Client()
+            self.reviewers[name].force_login(get_user_model().objects.get(username=name))
         self.headers = {"Authorization": f"Bearer {token}"}
         self.next_cursor = self._cursor(self.first_page())
         middle = ReviewItem.objects.order_by("-created_at", "-pk")[ReviewItem.objects.count() // 2]
@@ -160,8 +178,24 @@ class Pages:
         assert response.json()["items"], "a page of items"
         return ""
 
+    def _history(self, who: str, rows: int, query: dict[str, str]) -> str:
+        response = self.reviewers[who].get("/review/history/", query)
+        assert response.status_code == 200, response.status_code
+        body = response.content.decode()
+        assert body.count('<tr id="item-') == rows, f"{who}'s history shows {rows} rows"
+        return body
 
-ORDER = ("first_page", "next_page", "deep_page", "api_page")
+    def history(self) -> str:
+        return self._history("rita", 50, {})
+
+    def new_history(self) -> str:
+        return self._history("nina", 30, {})
+
+    def new_history_q(self) -> str:
+        return self._history("nina", 8, {"q": "invoice"})
+
+
+ORDER = ("first_page", "next_page", "deep_page", "api_page", "history", "new_history", "new_history_q")
 
 
 def measure(names: dict[str, str], tokens: dict[str, str], repeat: int) -> dict[str, dict[str, float]]:
@@ -228,7 +262,7 @@ def run(large: int, small: int, repeat: int, prefix: str) -> dict[str, Any]:
         ratios[action] = value / base
         flag = "ok" if ratios[action] <= 1.5 else "OVER 1.5"
         print(
-            f"  {action:10s} {small:>9,}: {base * 1000:7.2f} ms   {large:>9,}: {value * 1000:7.2f} ms"
+            f"  {action:13s} {small:>9,}: {base * 1000:7.2f} ms   {large:>9,}: {value * 1000:7.2f} ms"
             f" ({ratios[action]:4.2f}x)  {flag}"
         )
     print(f"  plan written to {PLANS}/items_page.txt")

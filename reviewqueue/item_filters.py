@@ -48,6 +48,9 @@ class ItemFilterForm(forms.Form):
                     del self.fields[name]
             self.fields["decision"].label = "My answer"
             self.fields["label"].label = "My reason label"
+            # The history lists answers: its days are those the answers were given.
+            self.fields["since"].label = "Answered from"
+            self.fields["until"].label = "Answered to"
 
     def clean_after(self) -> str:
         after = self.cleaned_data.get("after") or ""

@@ -102,6 +102,57 @@ def test_the_history_shows_the_reviewers_own_round_not_the_settled_verdict(admit
     assert _pks(page) == [item.pk] and page.items[0].mine.decision == "approve"
 
 
+def _history_pages(reviewer: Any, filters: ItemFilter, size: int) -> list[int]:
+    seen, after = [], ""
+    while True:
+        page = selectors.reviewer_history(reviewer, filters, after=after, size=size)
+        seen += _pks(page)
+        if page.next_cursor is None:
+            return seen
+        after = page.next_cursor
+
+
+def test_the_history_lists_answers_newest_first_and_pages_through_each_once(admit_item: Any, reviewer: Any) -> None:
+    # Answered in the reverse of their admission, two at the same instant,
+    # rounds of a double review among the verdicts.
+    items = [admit_item().item for _ in range(7)]
+    start = timezone.now()
+    answered_at = {}
+    for n, item in enumerate(items):
+        at = start + timedelta(seconds=10 - min(n, 5))  # items 5 and 6 share their time with item 4
+        answered_at[item.pk] = at
+        if n % 3 == 1:
+            Judgement.objects.create(
+                item=item, reviewer=reviewer, kind="review", round=1, decision="approve", created_at=at
+            )
+        else:
+            rounds_only = [other.pk for m, other in enumerate(items) if m % 3 == 1]
+            assert services.claim(reviewer=reviewer, exclude=rounds_only, now=start).pk == item.pk
+            services.decide(item_id=item.pk, reviewer=reviewer, approve=n % 2 == 0, reason_label="unclear", now=at)
+    newest_first = sorted(answered_at, key=lambda pk: (answered_at[pk], pk), reverse=True)
+    assert _pks(selectors.reviewer_history(reviewer, ItemFilter())) == newest_first
+    for size in (1, 2, 3):
+        assert _history_pages(reviewer, ItemFilter(), size) == newest_first
+    page = selectors.reviewer_history(reviewer, ItemFilter())
+    assert [item.answered_at for item in page.items] == [answered_at[pk] for pk in newest_first]
+
+
+def test_a_settling_answer_is_listed_once_and_the_days_are_the_answers(admit_item: Any, reviewer: Any) -> None:
+    item = admit_item().item
+    yesterday = timezone.now() - timedelta(days=1)
+    # The answer that settled a double review is the reviewer's round and the item's verdict.
+    assert services.claim(reviewer=reviewer, now=yesterday).pk == item.pk
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=True, now=yesterday)
+    Judgement.objects.create(
+        item=item, reviewer=reviewer, kind="review", round=2, decision="approve", created_at=yesterday
+    )
+    assert _pks(selectors.reviewer_history(reviewer, ItemFilter())) == [item.pk]
+    day = timezone.localtime(yesterday).date()
+    assert _pks(selectors.reviewer_history(reviewer, ItemFilter(since=day, until=day))) == [item.pk]
+    today = timezone.localdate()
+    assert _pks(selectors.reviewer_history(reviewer, ItemFilter(since=today))) == []
+
+
 def test_the_timeline_tells_the_items_story_in_order(admit_item: Any, reviewer: Any) -> None:
     item = admit_item(callback_url="http://127.0.0.1:9/hook").item
     services.claim(reviewer=reviewer)
