@@ -23,6 +23,10 @@ Django's test Client, interleaved round by round:
   (``?q=invoice``) for a reviewer with 30 answers of their own, on the oldest
   decided items: the sparse case, where a list driven by the items rather
   than by the reviewer's answers walks the whole table
+- ``rare page`` and ``rare history``: ``?q=zebra``, a word in three items
+  half-way down (decided by the first reviewer), on the item list and in
+  that reviewer's history: where walking the keyset index and testing each
+  row for the word would cross most of the table
 
 Prints the median of each at both sizes and their ratio (goal <= 1.5), and
 writes ``EXPLAIN (ANALYZE, BUFFERS)`` of the first page's list query on the
@@ -80,6 +84,13 @@ UPDATE reviewqueue_verdict SET reviewer_id = %(reviewer)s
 WHERE item_id IN (SELECT item_id FROM reviewqueue_verdict ORDER BY item_id LIMIT 30)
 """
 
+# Three decided items half-way down name a word no other item has.
+SEED_RARE_WORD = """
+UPDATE reviewqueue_reviewitem SET task_description = 'Fix the zebra module (task ' || id || ')'
+WHERE id IN (SELECT id FROM reviewqueue_reviewitem WHERE status IN ('approved', 'rejected')
+             ORDER BY id OFFSET %(half)s LIMIT 3)
+"""
+
 
 def seed(n: int) -> float:
     """Queues, an operator, a reviewer, a producer's token, n items; returns seconds."""
@@ -110,6 +121,7 @@ def seed(n: int) -> float:
         cursor.execute(SEED_ITEMS, {"n": n, "queues": [q.pk for q in queues]})
         cursor.execute(SEED_VERDICTS, {"reviewer": rita.pk})
         cursor.execute(SEED_NEW_REVIEWER, {"reviewer": newbie.pk})
+        cursor.execute(SEED_RARE_WORD, {"half": n * 3 // 10})  # half of the decided
     with connection.schema_editor() as editor:
         editor.add_index(ReviewItem, search)
     with connection.cursor() as cursor:
@@ -194,8 +206,27 @@ class Pages:
     def new_history_q(self) -> str:
         return self._history("nina", 8, {"q": "invoice"})
 
+    def rare_page(self) -> str:
+        response = self.client.get("/ops/items/", {"q": "zebra"})
+        assert response.status_code == 200, response.status_code
+        assert response.content.decode().count('<tr id="item-') == 3, "the three items with the word"
+        return ""
 
-ORDER = ("first_page", "next_page", "deep_page", "api_page", "history", "new_history", "new_history_q")
+    def rare_history(self) -> str:
+        return self._history("rita", 3, {"q": "zebra"})
+
+
+ORDER = (
+    "first_page",
+    "next_page",
+    "deep_page",
+    "api_page",
+    "history",
+    "new_history",
+    "new_history_q",
+    "rare_page",
+    "rare_history",
+)
 
 
 def measure(names: dict[str, str], tokens: dict[str, str], repeat: int) -> dict[str, dict[str, float]]:

@@ -156,6 +156,38 @@ def searched(rows: QuerySet[ReviewItem], q: str) -> QuerySet[ReviewItem]:
     return rows.filter(Q(task_description__icontains=q) | Q(final_output__icontains=q))
 
 
+# A search that matches at most this many items is paged from its matches,
+# found through the full-text index; one that matches more is paged by
+# walking the keyset index and testing each row (see ``found_first``).
+SEARCH_PROBE = 2_000
+
+
+def found_first(rows: QuerySet[ReviewItem], q: str) -> QuerySet[ReviewItem]:
+    """``rows`` (already narrowed by the search ``q``) as the page should
+    read them. A newest-first page reads well by walking the keyset index
+    and testing each row for the words while matches are many; when they are
+    few, that walk crosses most of the table (a word in no item cost seconds
+    at a million items), and PostgreSQL cannot tell the two apart (an unknown
+    word is estimated at 0.5 % of the rows). So first ask the full-text index
+    for up to SEARCH_PROBE + 1 matches of the words alone: unordered, it is
+    read from the index for a rare word and stops early for a common one. At
+    most SEARCH_PROBE found: the page is taken from those ids. One statement
+    more, and only on PostgreSQL with ``q``."""
+    ids = _few_matches(q)
+    return rows if ids is None else rows.filter(pk__in=ids)
+
+
+def _few_matches(q: str) -> list[int] | None:
+    """The ids of every item the search ``q`` matches when there are at
+    most SEARCH_PROBE of them (read through the full-text index); None when
+    there are more, or there is no search, or no full-text index."""
+    if not q.strip() or not searching_in_full_text():
+        return None
+    probe = searched(ReviewItem.all_objects.order_by(), q).values_list("pk", flat=True)[: SEARCH_PROBE + 1]
+    ids = list(probe)
+    return None if len(ids) > SEARCH_PROBE else ids
+
+
 def page_of(
     rows: QuerySet[ReviewItem], after: str = "", size: int | None = None
 ) -> tuple[list[ReviewItem], str | None]:
@@ -177,7 +209,7 @@ def page_of(
 def operator_items(filters: ItemFilter, *, after: str = "", size: int | None = None) -> Page:
     """Every queue's items (gold copies aside), for operators."""
     rows = matching(ReviewItem.objects.all(), filters).select_related("queue", "verdict")
-    items, cursor = page_of(rows, after, size)
+    items, cursor = page_of(found_first(rows, filters.q), after, size)
     return Page(items, cursor, filters)
 
 
@@ -202,7 +234,7 @@ def producer_items(
         rows = rows.filter(status=filters.status).exclude(unfinal)
     if filters.decision or filters.label:
         rows = matching(rows, replace(ItemFilter(), decision=filters.decision, label=filters.label)).exclude(unfinal)
-    items, cursor = page_of(rows.select_related("queue", "verdict"), after, size)
+    items, cursor = page_of(found_first(rows.select_related("queue", "verdict"), filters.q), after, size)
     return Page(items, cursor, filters)
 
 
@@ -221,7 +253,8 @@ def reviewer_history(
     ``judgement_by_reviewer_time``): a page costs a page's worth of the
     reviewer's answers whatever the number of items, so a reviewer with ten
     answers among ten million items waits no longer than one with a
-    million. Three statements: each kind of answer, then the items."""
+    million. Three statements: each kind of answer, then the items (a
+    fourth with a search, ``found_first``'s)."""
     size = size or PAGE_SIZE
     items = ReviewItem.all_objects.filter(pk=OuterRef("item_id"), queue__in=Queue.objects.reviewable_by(reviewer))
     if filters.queue is not None:
@@ -236,8 +269,11 @@ def reviewer_history(
         Judgement.objects.filter(reviewer=reviewer),
         Verdict.objects.filter(reviewer=reviewer).exclude(Exists(own_round)),
     ]
+    few = _few_matches(filters.q)  # a rare word: only its items' answers are read
     found: list[Verdict | Judgement] = []
     for rows in arms:
+        if few is not None:
+            rows = rows.filter(item_id__in=few)
         rows = _answers_in(rows.filter(Exists(items)), filters, after)
         found.extend(rows.order_by("-created_at", "-item_id")[: size + 1])
     found.sort(key=lambda answer: (answer.created_at, answer.item_id), reverse=True)

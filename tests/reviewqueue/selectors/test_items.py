@@ -8,6 +8,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from reviewqueue import services
@@ -75,6 +76,27 @@ def test_search_finds_words_in_the_task_or_the_output(admit_item: Any) -> None:
     assert _pks(selectors.operator_items(ItemFilter(q="invoice"))) == [task.pk]
     found = _pks(selectors.operator_items(ItemFilter(q="reconcile_ledger")))
     assert found == [output.pk]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the full-text index is PostgreSQL's")
+@pytest.mark.parametrize("matches", [3, 6])  # at most SEARCH_PROBE, then more
+def test_a_search_pages_alike_from_its_few_matches_or_by_walking_the_list(
+    admit_item: Any, reviewer: Any, matches: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(selectors, "SEARCH_PROBE", 4)
+    items = [
+        admit_item(task_description=f"Fix the zebra parser {n}" if n % 2 else f"Fix it {n}").item
+        for n in range(2 * matches)
+    ]
+    for item in items:
+        assert services.claim(reviewer=reviewer).pk == item.pk
+        services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+    few = selectors._few_matches("zebra")
+    assert (few is not None) == (matches <= 4)
+    expected = [item.pk for item in reversed(items) if "zebra" in item.task_description]
+    assert _all_pages(ItemFilter(q="zebra"), size=2) == expected
+    assert _history_pages(reviewer, ItemFilter(q="zebra"), size=2) == expected
+    assert _all_pages(ItemFilter(q="zebra -parser"), size=2) == []
 
 
 def test_the_history_shows_only_what_the_reviewer_answered_in_queues_they_review(
