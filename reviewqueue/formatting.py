@@ -5,6 +5,22 @@ from __future__ import annotations
 
 import math
 
+# What each decision is called wherever a verdict or an answer is shown:
+# what was done, in the past tense ("Approved", never "Approve" beside
+# "approved with edits"). Keyed by Verdict.Decision's stored values.
+DECISION_WORDS = {
+    "approve": "approved",
+    "reject": "rejected",
+    "edit": "approved with edits",
+    "send_back": "sent back",
+}
+
+
+def decision_words(decision: str) -> str:
+    """'approved', 'rejected', 'approved with edits' or 'sent back'; an
+    unknown value as it is stored."""
+    return DECISION_WORDS.get(decision, decision)
+
 
 def fmt_duration(seconds: float | None) -> str:
     """'1 h 05 min', '3 min 20 s', '12 s' — short enough for a table cell."""

@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from . import services
+from .formatting import decision_words
 from .models import Judgement, LoopRun, Queue, ReviewItem, Verdict
 from .selectors.review_item import _as_reviewer_sees_it
 from .templatetags.time_tags import ago
@@ -38,13 +39,9 @@ def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.Que
 
 def _verdict_words(verdict: Verdict) -> str:
     """'approved', 'approved with edits', 'sent back' or 'rejected (reason)'."""
-    if verdict.decision == Verdict.Decision.EDIT:
-        return "approved with edits"
-    if verdict.decision == Verdict.Decision.SEND_BACK:
-        return "sent back"
-    if verdict.approved:
-        return "approved"
-    return f"rejected ({verdict.get_reason_label_display()})"
+    if verdict.decision == Verdict.Decision.REJECT:
+        return f"rejected ({verdict.get_reason_label_display()})"
+    return decision_words(verdict.decision)
 
 
 def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: str, tried: str = "") -> Notice:

@@ -297,13 +297,13 @@ def _record_verdict(
         if isinstance(exc, services.NotLeaseHolder):
             return Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error")
         return Notice(f"{exc.message}. Your verdict was not recorded.", "error")
-    verb = "Approved" if approve else f"Rejected ({ReasonLabel(reason_label).label})"
+    done = f"Approved item #{item_id}" if approve else f"Rejected item #{item_id} ({ReasonLabel(reason_label).label})"
     if verdict.decision == Verdict.Decision.EDIT:
-        verb = "Approved with your edits:"
+        done = f"Approved with your edits: item #{item_id}"
     elif edited_output:
-        verb = "Approved (the output was not changed):"
+        done = f"Approved (the output was not changed): item #{item_id}"
     seconds = settings.REVIEWQUEUE_UNDO_SECONDS
-    return Notice(f"{verb} item #{item_id}. Undo (u) within {seconds} s takes it back.")
+    return Notice(f"{done}. Undo (u) within {seconds} s takes it back.")
 
 
 def _add_server_timing(response: HttpResponse, started: float, decided: float) -> None:

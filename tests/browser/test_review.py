@@ -255,7 +255,7 @@ def test_it_works_as_plain_forms_without_javascript(new_context, login, make_use
     page.wait_for_selector("#decide-form")
     page.check("#reason-4")
     page.click("#reject-button")
-    page.wait_for_selector("text=Rejected (hallucination)")
+    page.wait_for_selector(f"text=Rejected item #{item.pk} (hallucination)")
     assert Verdict.objects.get(item=item).reason_label == "hallucination"
 
 
