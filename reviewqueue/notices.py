@@ -26,6 +26,11 @@ class Notice:
     text: str
     level: str = "info"
 
+    def __post_init__(self) -> None:
+        # A service's error message starts in lower case, to be quoted inside
+        # a sentence; said on its own, it starts a sentence.
+        self.text = self.text[:1].upper() + self.text[1:]
+
 
 def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.QueueError:
     """A refused action's error as this reviewer may hear it. About an item
@@ -34,7 +39,7 @@ def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.Que
     how it was decided. Read only when an action was refused."""
     if ReviewItem.all_objects.filter(pk=item_id, queue__in=Queue.objects.reviewable_by(user)).exists():
         return exc
-    return services.QueueError(f"item {item_id} does not exist")
+    return services.QueueError(f"item #{item_id} does not exist")
 
 
 def _verdict_words(verdict: Verdict) -> str:
