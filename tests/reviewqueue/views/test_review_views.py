@@ -644,3 +644,20 @@ def test_recent_verdicts_read_alike_and_a_pushed_output_without_attempts_says_so
     assert "Approve</span>" not in recent and "approved with edits" not in recent
     cutoff = body.split('id="cutoff"')[1].split("</dl>")[0]
     assert "0 attempts" not in cutoff and "not reported by its producer" in cutoff
+
+
+def test_the_side_panel_tells_the_mode_of_the_queue_whose_waiting_count_it_shows(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    docs = services.create_queue(user=None, slug="docs", name="Open tasks")
+    docs.members.add(reviewer)
+    admit_item(queue="docs")
+    held = admit_item(queue="default").item
+    assert services.claim(reviewer=reviewer, queue=Queue.default()).pk == held.pk
+    Queue.objects.filter(pk=docs.pk).update(mode="draft")
+
+    body = rita_client.get(reverse("review:queue") + "?queue=docs").content.decode()
+    panel = body.split('id="context"', 1)[1].split("</aside>", 1)[0]
+    assert "Queue Open tasks" in panel
+    assert "mode: <strong>draft</strong>" in panel
+    assert "of Default" not in panel and "normal" not in panel
