@@ -136,8 +136,15 @@
   function toggleShortcuts() {
     var dialog = document.getElementById("shortcuts");
     if (!dialog) return;
-    if (dialog.open) dialog.close();
-    else dialog.showModal();
+    if (dialog.open) {
+      dialog.close();
+      return;
+    }
+    dialog.showModal();
+    // Its Close button takes focus (autofocus: Enter closes, never follows a
+    // link in the instructions), and the browser scrolls to it, at the end;
+    // the instructions come first, so the dialog opens at its top.
+    dialog.scrollTop = 0;
   }
 
   // Enter submits a verdict only when the card has focus (its title, the
