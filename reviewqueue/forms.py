@@ -253,6 +253,13 @@ class PolicyForm(forms.ModelForm):
             return
         super()._update_errors(errors)
 
+    @classmethod
+    def label_of(cls, name: str) -> str:
+        """A policy field as the form words it ("Gold rate"); any other key
+        of an audit entry ("routing rule #7") as it is."""
+        field = cls.base_fields.get(name)
+        return str(field.label) if field is not None and field.label else name
+
     def changes(self) -> dict[str, Any]:
         """Only the fields whose values differ, ready for services.policy_update.
         Django's changed_data compares the raw text, so instructions sent back

@@ -198,12 +198,15 @@ def policy_settings(request: HtmxHttpRequest, queue: Queue) -> HttpResponse:
             except (ValidationError, services.InvalidInput) as exc:
                 add_service_errors(form, exc)
             else:
-                changed = ", ".join(form.changes()) or "nothing"
-                messages.success(request, f"Policy of {queue.slug} saved ({changed} changed).")
+                changed = ", ".join(PolicyForm.label_of(name) for name in form.changes())
+                said = f"changed: {changed}" if changed else "nothing changed"
+                messages.success(request, f"Policy of {queue.name} saved; {said}.")
                 return redirect(scoped_url("ops:policy", queue))
         status = 400
     else:
         form = PolicyForm(instance=queue)
-    audits = PolicyAudit.objects.filter(queue=queue).select_related("user").order_by("-created_at", "-pk")[:50]
+    audits = list(PolicyAudit.objects.filter(queue=queue).select_related("user").order_by("-created_at", "-pk")[:50])
+    for audit in audits:
+        audit.named_changes = [(name, PolicyForm.label_of(name), pair) for name, pair in audit.changes.items()]  # type: ignore[attr-defined]
     context = {"form": form, "audits": audits, **scope_context(queue)}
     return render(request, "ops/policy.html", context, status=status)

@@ -84,9 +84,9 @@ def test_a_save_names_only_what_changed_not_the_instructions_a_browser_sent_back
     as_a_browser_sends = Queue.current().instructions.replace("\n", "\r\n") + "\r\n"
     response = client.post(reverse("ops:policy"), _form(instructions=as_a_browser_sends, capacity=80), follow=True)
     said = [str(m) for m in response.context["messages"]]
-    assert said == ["Policy of default saved (capacity changed)."]
+    assert said == ["Policy of Default saved; changed: Capacity (items)."]
     response = client.post(reverse("ops:policy"), _form(instructions=as_a_browser_sends), follow=True)
-    assert [str(m) for m in response.context["messages"]] == ["Policy of default saved (nothing changed)."]
+    assert [str(m) for m in response.context["messages"]] == ["Policy of Default saved; nothing changed."]
     assert list(PolicyAudit.objects.values_list("changes", flat=True)) == [{"capacity": [50, 80]}]
 
 
@@ -110,3 +110,15 @@ def test_a_checkbox_sits_before_its_label_on_one_line(client: Client, operator: 
     line = field.split('class="check-line">')[1].split("</span>")[0]
     assert line.index('type="checkbox"') < line.index("<label")
     assert 'name="gold_pause"' in line
+
+
+def test_the_save_message_and_the_change_log_name_fields_in_words(client: Client, operator: User) -> None:
+    """Not 'double_review_rate, gold_rate changed': the words of the form's labels."""
+    client.force_login(operator)
+    response = client.post(reverse("ops:policy"), _form(double_review_rate=0.5, gold_rate=0.1), follow=True)
+    said = [str(m) for m in response.context["messages"]]
+    assert said == ["Policy of Default saved; changed: Double-review rate, Gold rate."]
+    log = response.content.decode().split('id="audit-log"', 1)[1].split("</table>", 1)[0]
+    assert 'title="double_review_rate">Double-review rate</span>: 0.1 → 0.5' in log
+    assert 'title="gold_rate">Gold rate</span>: 0.02 → 0.1' in log
+    assert "double_review_rate</code>" not in log
