@@ -4,7 +4,6 @@ A router of the API in ``views/api.py``, added to it in ``urls.py``."""
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
 from django.http import HttpRequest
@@ -32,9 +31,11 @@ def item_list(
     decision: str = "",
     label: str = "",
     run: str = "",
-    version: int | None = None,
-    since: date | None = None,
-    until: date | None = None,
+    # Read as text and checked by the item list's form with the others, so
+    # a bad number or date is named together with every other bad filter.
+    version: str = "",
+    since: str = "",
+    until: str = "",
     q: str = "",
     after: str = "",
 ) -> Status[dict[str, Any]]:
