@@ -336,8 +336,9 @@ def skip(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     except services.QueueError as exc:
         notices.append(Notice(f"{_as_seen(request.user, item_id, exc).message}.", "error"))
         return _after_post(request, CardState(item=None, notices=notices))
-    skipped = list(_skipped(request) | {item_id})[-50:]
-    request.session[SKIPPED_KEY] = skipped
+    # The 50 most recent skips, oldest first: a set would keep the 50 highest ids.
+    earlier = [pk for pk in request.session.get(SKIPPED_KEY, []) if pk != item_id]
+    request.session[SKIPPED_KEY] = [*earlier, item_id][-50:]
     notices.append(Notice(f"Skipped item #{item_id}; it went back to the queue."))
     # Straight on to the next item: a skip is "not this one", not "stop".
     state = _claim_next(request, notices, just_skipped=item_id)

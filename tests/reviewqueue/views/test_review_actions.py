@@ -267,3 +267,17 @@ def test_a_refused_skip_names_the_item_as_every_notice_does(
     item = admit_item().item
     body = rita.post(reverse("review:skip", args=[item.pk]), **HX).content.decode()
     assert f"Item #{item.pk} is not claimed by you." in body
+
+
+def test_a_skip_is_remembered_even_when_fifty_later_ids_were_skipped_before(
+    rita: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    """The session keeps the 50 most recent skips, in the order they were made,
+    not the 50 highest ids."""
+    item = _hold(admit_item, reviewer)
+    session = rita.session
+    session["review_skipped"] = list(range(10_000, 10_050))
+    session.save()
+    rita.post(reverse("review:skip", args=[item.pk]), **HX)
+    kept = rita.session["review_skipped"]
+    assert kept[-1] == item.pk and len(kept) == 50 and 10_000 not in kept
