@@ -90,3 +90,17 @@ def test_the_export_picks_days_and_the_live_what_if_starts_from_the_backlog(
     expect(page.locator("#id_backpressure")).to_be_checked()
     assert page.evaluate(NO_SIDEWAYS)
     page.screenshot(path=str(artifacts / f"ops-whatif-live-{width}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_exports_date_pickers_are_as_wide_as_its_other_fields(
+    new_context: Any, live_server: Any, login: Any, operator: Any, width: str
+) -> None:
+    page = _operator_page(new_context, login, width)
+    page.goto(f"{live_server.url}/ops/export/")
+    label = page.locator("#id_label").bounding_box()
+    for field in ("#id_since", "#id_until"):
+        box = page.locator(field).bounding_box()
+        assert box is not None and label is not None
+        assert abs(box["width"] - label["width"]) <= 2, (field, box["width"], label["width"])
+        assert box["height"] >= label["height"] - 4, (field, box["height"], label["height"])
