@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from . import services
 from .formatting import decision_words
-from .models import Judgement, LoopRun, Queue, ReviewItem, Verdict
+from .models import Judgement, LoopRun, Queue, ReasonLabel, ReviewItem, Verdict
 from .selectors.review_item import _as_reviewer_sees_it
 from .templatetags.time_tags import ago
 
@@ -176,3 +176,33 @@ def _panel_error(exc: services.QueueError) -> str:
     if isinstance(exc, services.InvalidInput) and exc.field == "edited_output":
         return f"The corrected output is too long ({exc.message.split(': ', 1)[-1]}); nothing was recorded."
     return exc.message
+
+
+def verdict_refused(
+    user: User, item_id: int, caught: services.QueueError, *, approve: bool, reason_label: str
+) -> Notice | None:
+    """What became of a verdict services.decide refused; None when the lease
+    ran out first (the caller says that, with what became of the item)."""
+    exc = _as_seen(user, item_id, caught)
+    if isinstance(exc, services.AlreadyDecided):
+        return _already_decided(item_id, user, approve, reason_label)
+    if isinstance(exc, services.LeaseExpired):
+        return None
+    if isinstance(exc, services.NotLeaseHolder):
+        return Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error")
+    return Notice(f"{exc.message}. Your verdict was not recorded.", "error")
+
+
+def verdict_recorded(verdict: Verdict, *, approve: bool, reason_label: str, edited_output: str = "") -> Notice:
+    """The verdict just recorded (or the answer, in a double review), and
+    how long undo can take it back."""
+    item_id = verdict.item_id
+    if not approve:
+        done = f"Rejected item #{item_id} ({ReasonLabel(reason_label).label})"
+    elif verdict.decision == Verdict.Decision.EDIT:
+        done = f"Approved with your edits: item #{item_id}"
+    elif edited_output:
+        done = f"Approved (the output was not changed): item #{item_id}"
+    else:
+        done = f"Approved item #{item_id}"
+    return Notice(f"{done}. Undo (u) within {settings.REVIEWQUEUE_UNDO_SECONDS} s takes it back.")
