@@ -68,6 +68,18 @@ class ItemFilterForm(forms.Form):
             self.add_error("until", "must be on or after the start date")
         return data
 
+    def described(self) -> list[tuple[str, str]]:
+        """Each filter given, as the form words it: (label, value shown), a
+        choice by its name ("Queue: Default"), not its stored value."""
+        words = []
+        for name, field in self.fields.items():
+            value = str(self.data.get(name, "") or "")
+            if not value or isinstance(field.widget, forms.HiddenInput):
+                continue
+            shown = dict(getattr(field, "choices", ())).get(value, value)
+            words.append((str(field.label), str(shown)))
+        return words
+
     def item_filter(self) -> ItemFilter:
         """The valid form as the selectors' filter (call after is_valid())."""
         data = self.cleaned_data
