@@ -410,11 +410,11 @@ def backlog_text(ages: Any) -> str:
 def scenario_initial(scenario: Any, **extra: Any) -> dict[str, Any]:
     """Initial form values from a simulation.Scenario."""
     data = {name: getattr(scenario, name) for name in WhatIfForm.SCENARIO_FIELDS}
-    for name in WhatIfForm.OPTIONAL_MINUTES:
-        data[name] = data[name] or None  # off reads as blank, as the help says
     data["initial_ages_min"] = backlog_text(scenario.initial_ages_min)
     data.update({"replications": 20, "seed": 0, "target_overflow_pct": 1.0})
     data.update(extra)
+    for name in WhatIfForm.OPTIONAL_MINUTES:
+        data[name] = data[name] or None  # off reads as blank, as the help says
     return data
 
 
