@@ -46,3 +46,13 @@ def test_the_confirmation_says_the_filter_and_the_action_in_words(
     assert "q = needle" not in rejected
     moved = client.post("/ops/items/bulk/", {"q": "needle", "action": "move", "target": "docs"}).content.decode()
     assert "will be moved to Open tasks." in moved
+
+
+def test_a_timeline_line_about_another_version_names_it_once(client: Client, operator: Any, admit_item: Any) -> None:
+    first = admit_item().item
+    second = admit_item(final_output="version two", previous_version=first).item
+    client.force_login(operator)
+    timeline = client.get(f"/ops/items/{first.pk}/").content.decode().split('id="timeline"', 1)[1].split("</ol>", 1)[0]
+    line = timeline.split("event-version", 1)[1].split("</li>", 1)[0]
+    assert line.count(f"#{second.pk}") == 1, line
+    assert f'href="/ops/items/{second.pk}/"' in line
