@@ -1,6 +1,7 @@
-"""The bulk form as a new operator reads it: a refused action stays beside
-the form on the item list, and the confirmation says the filter and the
-action in the page's words, not field names and stored values."""
+"""The item pages as a new operator reads them: a refused bulk action stays
+beside its form on the item list, the confirmation says the filter and the
+action in the page's words (not field names and stored values), and a
+timeline line names another version once."""
 
 from __future__ import annotations
 
