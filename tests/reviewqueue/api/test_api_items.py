@@ -93,3 +93,14 @@ def test_every_bad_filter_is_named_at_once_whatever_its_type(client: Client, hea
     assert set(fields) == {"status", "version", "since", "until"}
     assert fields["version"] == "Enter a whole number."
     assert fields["since"] == "Enter a valid date."
+
+
+def test_the_schema_says_what_each_filter_takes(client: Client) -> None:
+    """Read as text so the form can name every bad one, a number or a date
+    still says what it wants, for the interactive reference and clients."""
+    operation = client.get("/api/openapi.json").json()["paths"]["/api/items"]["get"]
+    described = {p["name"]: p.get("description", "") for p in operation["parameters"]}
+    assert set(described) == {"queue", "status", "decision", "label", "run", "version", "since", "until", "q", "after"}
+    assert all(described.values()), [name for name, text in described.items() if not text]
+    assert "YYYY-MM-DD" in described["since"] and "YYYY-MM-DD" in described["until"]
+    assert "whole number" in described["version"]
