@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from reviewqueue import services
 from reviewqueue.models import PolicyAudit, Queue
 
 pytestmark = pytest.mark.django_db
@@ -122,3 +123,22 @@ def test_the_save_message_and_the_change_log_name_fields_in_words(client: Client
     assert 'title="double_review_rate">Double-review rate</span>: 0.1 → 0.5' in log
     assert 'title="gold_rate">Gold rate</span>: 0.02 → 0.1' in log
     assert "double_review_rate</code>" not in log
+
+
+def test_the_change_log_reads_a_bulk_action_and_a_switch_in_words(
+    client: Client, operator: User, admit_item: Any
+) -> None:
+    from reviewqueue.selectors.items import ItemFilter
+    from reviewqueue.services import bulk
+
+    admit_item(task_description="Needle task")
+    services.policy_update(user=operator, changes={"gold_pause": True})
+    filters = ItemFilter(q="needle", queue=Queue.default())
+    bulk.bulk_apply(
+        operator=operator, filters=filters, action="reject", seen=1, reason_label="logic_error", target=None
+    )
+    client.force_login(operator)
+    log = client.get(reverse("ops:policy")).content.decode().split('id="audit-log"', 1)[1].split("</table>", 1)[0]
+    assert "{&#x27;" not in log and "{'" not in log, log
+    assert "matched 16" not in log and "matched 1" in log and "logic error" in log
+    assert "Pause flagged reviewers</span>: off → on" in log
