@@ -874,13 +874,19 @@ class AlertChannelForm(forms.Form):
     token's webhook; the URL field never shows a stored secret back."""
 
     name = forms.CharField(max_length=100, help_text="What operators call it, e.g. 'on-call Slack'.")
-    kind = forms.ChoiceField(choices=AlertChannel.Kind.choices, initial=AlertChannel.Kind.APPRISE)
+    # Short choice words, so a select shows them whole on a phone; the help says the rest.
+    kind = forms.ChoiceField(
+        choices=[(AlertChannel.Kind.APPRISE, "Apprise URL"), (AlertChannel.Kind.WEBHOOK, "signed webhook")],
+        initial=AlertChannel.Kind.APPRISE,
+        help_text="Apprise sends to Slack, Teams, Discord, e-mail, JSON and more; a signed webhook goes to an API "
+        "token's webhook URL.",
+    )
     queue = forms.ModelChoiceField(
         queryset=Queue.objects.active(),
         required=False,
         to_field_name="slug",
-        empty_label="team-wide: every queue's alerts and the team's",
-        help_text="A queue's channel hears that queue's alerts only.",
+        empty_label="team-wide",
+        help_text="Team-wide hears every queue's alerts and the team's; a queue's channel, that queue's alerts only.",
     )
     url = forms.CharField(
         required=False,
