@@ -11,7 +11,6 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import date
 from typing import Any, Self, TypeVar
 
 import httpx
@@ -90,23 +89,8 @@ class AsyncClient:
         """``Client.item``, awaited."""
         return await self._send(calls.item(item_id))
 
-    async def items(
-        self,
-        *,
-        queue: str | None = None,
-        status: str | None = None,
-        decision: str | None = None,
-        label: str | None = None,
-        run: str | None = None,
-        version: int | None = None,
-        since: date | str | None = None,
-        until: date | str | None = None,
-        q: str | None = None,
-        after: str | None = None,
-    ) -> ItemPage:
-        """``Client.items``, awaited. Safe to repeat: it only reads."""
-        filters = {"queue": queue, "status": status, "decision": decision, "label": label, "run": run}
-        filters |= {"version": version, "since": since, "until": until, "q": q, "after": after}
+    async def items(self, **filters: Any) -> ItemPage:
+        """``Client.items``, awaited: the same filters. Safe to repeat."""
         return await self._send(calls.items(**filters))
 
     async def run(self, run_id: str) -> Run:

@@ -178,9 +178,17 @@ def item(item_id: int) -> Call[Item]:
     return Call("GET", f"/api/items/{int(item_id)}", None, _parsed(Item.from_json))
 
 
+# What GET /api/items filters on; a name outside these is a typo, refused
+# here rather than sent and silently ignored.
+ITEM_FILTERS = ("queue", "status", "decision", "label", "run", "version", "since", "until", "q", "after")
+
+
 def items(**filters: Any) -> Call[ItemPage]:
     """``filters`` as the query string; None leaves one out, a date is sent
-    as YYYY-MM-DD."""
+    as YYYY-MM-DD. An unknown filter raises TypeError."""
+    unknown = sorted(set(filters) - set(ITEM_FILTERS))
+    if unknown:
+        raise TypeError(f"items() has no filter {', '.join(unknown)}; it filters on {', '.join(ITEM_FILTERS)}")
     given = {
         name: value.isoformat() if hasattr(value, "isoformat") else value for name, value in _present(**filters).items()
     }

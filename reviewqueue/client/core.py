@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from datetime import date
 from typing import Any, Self, TypeVar
 
 import httpx
@@ -115,38 +114,14 @@ class Client:
         ``retry_after``) when the server asks to be asked later."""
         return self._send(calls.item(item_id))
 
-    def items(
-        self,
-        *,
-        queue: str | None = None,
-        status: str | None = None,
-        decision: str | None = None,
-        label: str | None = None,
-        run: str | None = None,
-        version: int | None = None,
-        since: date | str | None = None,
-        until: date | str | None = None,
-        q: str | None = None,
-        after: str | None = None,
-    ) -> ItemPage:
+    def items(self, **filters: Any) -> ItemPage:
         """One page of your items, newest first (``GET /api/items``), filtered
-        as the operators' item list is; pass the page's ``next`` as ``after``
-        for the following one. A bad filter raises ``InvalidRequest`` naming
-        each. Safe to repeat: it only reads."""
-        return self._send(
-            calls.items(
-                queue=queue,
-                status=status,
-                decision=decision,
-                label=label,
-                run=run,
-                version=version,
-                since=since,
-                until=until,
-                q=q,
-                after=after,
-            )
-        )
+        as the operators' item list is: ``queue``, ``status``, ``decision``,
+        ``label``, ``run``, ``version``, ``since`` and ``until`` (a ``date`` or
+        YYYY-MM-DD), ``q``; pass the page's ``next`` as ``after`` for the
+        following one. A bad filter raises ``InvalidRequest`` naming each, an
+        unknown one TypeError. Safe to repeat: it only reads."""
+        return self._send(calls.items(**filters))
 
     def run(self, run_id: str) -> Run:
         """A submitted run's outcome and item (``GET /api/tasks/{run_id}``)."""

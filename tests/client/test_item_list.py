@@ -36,3 +36,9 @@ def test_a_bad_filter_raises_naming_each(connect: Callable[..., Any]) -> None:
     with scripted(answer) as server, connect(server.url, "t") as client, pytest.raises(InvalidRequest) as caught:
         client.items(status="nope")
     assert caught.value.fields == refused
+
+
+def test_an_unknown_filter_is_refused_before_anything_is_sent(connect: Callable[..., Any]) -> None:
+    with scripted() as server, connect(server.url, "t") as client, pytest.raises(TypeError) as caught:
+        client.items(stauts="pending")
+    assert "stauts" in str(caught.value) and server.requests == []
