@@ -606,14 +606,21 @@ def test_a_paused_reviewer_is_told_so_and_not_invited_to_start(
     assert "Start reviewing" not in card and "items waiting" not in card
 
 
-def test_an_item_held_from_another_queue_is_named_as_such_under_the_queue_in_view(
-    rita_client: Client, reviewer: User, admit_item: AdmitItem
-) -> None:
+def _held_from_default_with_docs_waiting(reviewer: User, admit_item: AdmitItem) -> tuple[Queue, ReviewItem]:
+    """Rita reviews Default and Open tasks (docs), one item waits in each,
+    and she holds Default's."""
     docs = services.create_queue(user=None, slug="docs", name="Open tasks")
     docs.members.add(reviewer)
     admit_item(queue="docs")
     held = admit_item(queue="default").item
     assert services.claim(reviewer=reviewer, queue=Queue.default()).pk == held.pk
+    return docs, held
+
+
+def test_an_item_held_from_another_queue_is_named_as_such_under_the_queue_in_view(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    _, held = _held_from_default_with_docs_waiting(reviewer, admit_item)
 
     body = rita_client.get(reverse("review:queue") + "?queue=docs").content.decode()
     card = _card(body)
@@ -651,11 +658,7 @@ def test_recent_verdicts_read_alike_and_a_pushed_output_without_attempts_says_so
 def test_the_side_panel_tells_the_mode_of_the_queue_whose_waiting_count_it_shows(
     rita_client: Client, reviewer: User, admit_item: AdmitItem
 ) -> None:
-    docs = services.create_queue(user=None, slug="docs", name="Open tasks")
-    docs.members.add(reviewer)
-    admit_item(queue="docs")
-    held = admit_item(queue="default").item
-    assert services.claim(reviewer=reviewer, queue=Queue.default()).pk == held.pk
+    docs, _ = _held_from_default_with_docs_waiting(reviewer, admit_item)
     Queue.objects.filter(pk=docs.pk).update(mode="draft")
 
     body = rita_client.get(reverse("review:queue") + "?queue=docs").content.decode()
