@@ -252,6 +252,13 @@ class PolicyForm(forms.ModelForm):
             return
         super()._update_errors(errors)
 
+    @classmethod
+    def label_of(cls, name: str) -> str:
+        """A policy field as the form words it ("Gold rate"); any other key
+        of an audit entry ("routing rule #7") as it is."""
+        field = cls.base_fields.get(name)
+        return str(field.label) if field is not None and field.label else name
+
     def changes(self) -> dict[str, Any]:
         """Only the fields whose values differ, ready for services.policy_update.
         Django's changed_data compares the raw text, so instructions sent back
@@ -418,6 +425,8 @@ def scenario_initial(scenario: Any, **extra: Any) -> dict[str, Any]:
     data["initial_ages_min"] = backlog_text(scenario.initial_ages_min)
     data.update({"replications": 20, "seed": 0, "target_overflow_pct": 1.0})
     data.update(extra)
+    for name in WhatIfForm.OPTIONAL_MINUTES:
+        data[name] = data[name] or None  # off reads as blank, as the help says
     return data
 
 
@@ -892,13 +901,19 @@ class AlertChannelForm(forms.Form):
     token's webhook; the URL field never shows a stored secret back."""
 
     name = forms.CharField(max_length=100, help_text="What operators call it, e.g. 'on-call Slack'.")
-    kind = forms.ChoiceField(choices=AlertChannel.Kind.choices, initial=AlertChannel.Kind.APPRISE)
+    # Short choice words, so a select shows them whole on a phone; the help says the rest.
+    kind = forms.ChoiceField(
+        choices=[(AlertChannel.Kind.APPRISE, "Apprise URL"), (AlertChannel.Kind.WEBHOOK, "signed webhook")],
+        initial=AlertChannel.Kind.APPRISE,
+        help_text="Apprise sends to Slack, Teams, Discord, e-mail, JSON and more; a signed webhook goes to an API "
+        "token's webhook URL.",
+    )
     queue = forms.ModelChoiceField(
         queryset=Queue.objects.active(),
         required=False,
         to_field_name="slug",
-        empty_label="team-wide: every queue's alerts and the team's",
-        help_text="A queue's channel hears that queue's alerts only.",
+        empty_label="team-wide",
+        help_text="Team-wide hears every queue's alerts and the team's; a queue's channel, that queue's alerts only.",
     )
     url = forms.CharField(
         required=False,

@@ -9,10 +9,13 @@ from typing import Any
 from django import forms
 from django.db.models import QuerySet
 
+from .formatting import decision_words
 from .models import Queue, ReasonLabel, ReviewItem, Verdict
 from .selectors.items import BadCursor, ItemFilter, decode_cursor
 
 # Statuses a list may filter on: a gold copy's answered status is never listed.
+# Each decision in the words the pages show it in.
+DECISIONS = [(value, decision_words(value).capitalize()) for value in Verdict.Decision.values]
 LISTED_STATUSES = [(value, label) for value, label in ReviewItem.Status.choices if value != ReviewItem.Status.GOLD]
 
 
@@ -27,7 +30,7 @@ class ItemFilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, label="Search task and output", strip=True)
     queue = forms.ChoiceField(required=False, label="Queue")
     status = forms.ChoiceField(required=False, choices=_blank(LISTED_STATUSES), label="Status")
-    decision = forms.ChoiceField(required=False, choices=_blank(Verdict.Decision.choices), label="Decision")
+    decision = forms.ChoiceField(required=False, choices=_blank(DECISIONS), label="Decision")
     label = forms.ChoiceField(required=False, choices=_blank(ReasonLabel.choices), label="Reason label")
     producer = forms.CharField(required=False, max_length=100, label="Producer")
     run = forms.CharField(required=False, max_length=200, label="Run id")
@@ -67,6 +70,18 @@ class ItemFilterForm(forms.Form):
         if since and until and since > until:
             self.add_error("until", "must be on or after the start date")
         return data
+
+    def described(self) -> list[tuple[str, str]]:
+        """Each filter given, as the form words it: (label, value shown), a
+        choice by its name ("Queue: Default"), not its stored value."""
+        words = []
+        for name, field in self.fields.items():
+            value = str(self.data.get(name, "") or "")
+            if not value or isinstance(field.widget, forms.HiddenInput):
+                continue
+            shown = dict(getattr(field, "choices", ())).get(value, value)
+            words.append((str(field.label), str(shown)))
+        return words
 
     def item_filter(self) -> ItemFilter:
         """The valid form as the selectors' filter (call after is_valid())."""

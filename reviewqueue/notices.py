@@ -13,7 +13,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from . import services
-from .models import Judgement, LoopRun, Queue, ReviewItem, Verdict
+from .formatting import decision_words
+from .models import Judgement, LoopRun, Queue, ReasonLabel, ReviewItem, Verdict
 from .selectors.review_item import _as_reviewer_sees_it, answer_as_verdict, as_lineage, copy_verdict
 from .templatetags.time_tags import ago
 
@@ -25,6 +26,11 @@ class Notice:
     text: str
     level: str = "info"
 
+    def __post_init__(self) -> None:
+        # A service's error message starts in lower case, to be quoted inside
+        # a sentence; said on its own, it starts a sentence.
+        self.text = self.text[:1].upper() + self.text[1:]
+
 
 def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.QueueError:
     """A refused action's error as this reviewer may hear it. About an item
@@ -33,18 +39,14 @@ def _as_seen(user: User, item_id: int, exc: services.QueueError) -> services.Que
     how it was decided. Read only when an action was refused."""
     if ReviewItem.all_objects.filter(pk=item_id, queue__in=Queue.objects.reviewable_by(user)).exists():
         return exc
-    return services.QueueError(f"item {item_id} does not exist")
+    return services.QueueError(f"item #{item_id} does not exist")
 
 
 def _verdict_words(verdict: Verdict) -> str:
     """'approved', 'approved with edits', 'sent back' or 'rejected (reason)'."""
-    if verdict.decision == Verdict.Decision.EDIT:
-        return "approved with edits"
-    if verdict.decision == Verdict.Decision.SEND_BACK:
-        return "sent back"
-    if verdict.approved:
-        return "approved"
-    return f"rejected ({verdict.get_reason_label_display()})"
+    if verdict.decision == Verdict.Decision.REJECT:
+        return f"rejected ({verdict.get_reason_label_display()})"
+    return decision_words(verdict.decision)
 
 
 def _already_decided(item_id: int, reviewer: User, approve: bool, reason_label: str, tried: str = "") -> Notice:
@@ -162,3 +164,33 @@ def _panel_error(exc: services.QueueError) -> str:
     if isinstance(exc, services.InvalidInput) and exc.field == "edited_output":
         return f"The corrected output is too long ({exc.message.split(': ', 1)[-1]}); nothing was recorded."
     return exc.message
+
+
+def verdict_refused(
+    user: User, item_id: int, caught: services.QueueError, *, approve: bool, reason_label: str
+) -> Notice | None:
+    """What became of a verdict services.decide refused; None when the lease
+    ran out first (the caller says that, with what became of the item)."""
+    exc = _as_seen(user, item_id, caught)
+    if isinstance(exc, services.AlreadyDecided):
+        return _already_decided(item_id, user, approve, reason_label)
+    if isinstance(exc, services.LeaseExpired):
+        return None
+    if isinstance(exc, services.NotLeaseHolder):
+        return Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error")
+    return Notice(f"{exc.message}. Your verdict was not recorded.", "error")
+
+
+def verdict_recorded(verdict: Verdict, *, approve: bool, reason_label: str, edited_output: str = "") -> Notice:
+    """The verdict just recorded (or the answer, in a double review), and
+    how long undo can take it back."""
+    item_id = verdict.item_id
+    if not approve:
+        done = f"Rejected item #{item_id} ({ReasonLabel(reason_label).label})"
+    elif verdict.decision == Verdict.Decision.EDIT:
+        done = f"Approved with your edits: item #{item_id}"
+    elif edited_output:
+        done = f"Approved (the output was not changed): item #{item_id}"
+    else:
+        done = f"Approved item #{item_id}"
+    return Notice(f"{done}. Undo (u) within {settings.REVIEWQUEUE_UNDO_SECONDS} s takes it back.")

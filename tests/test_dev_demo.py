@@ -4,6 +4,7 @@ else, while the processes' logs go to var/demo.log."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -77,3 +78,11 @@ def test_the_status_line_rewrites_itself_in_place(dev: ModuleType, monkeypatch: 
     line = dev.status_line(0.0, 3)
     assert line.startswith("\r") and "\n" not in line
     assert "up 2 min 05 s" in line and "3 rounds" in line
+
+
+def test_the_banner_lists_every_key_the_review_pages_help_lists(dev: ModuleType) -> None:
+    help_table = (ROOT / "templates" / "review" / "queue.html").read_text().split('id="shortcuts"', 1)[1]
+    keys = set(re.findall(r'<th scope="row"><kbd>([^<]+)</kbd>', help_table)) - {"Esc", "1"}
+    said = dev.demo_banner(8123, LOGINS, dev.demo_load()).split("keys ", 1)[1].split(")", 1)[0].split()
+    assert "n" in keys and "q" in keys
+    assert keys <= set(said), f"the banner leaves out {sorted(keys - set(said))}"

@@ -32,7 +32,7 @@ from .errors import (
     Unavailable,
     VerdictTimeout,
 )
-from .results import DECIDED_STATUSES, Backpressure, Event, Item, Output, Run, Verdict
+from .results import DECIDED_STATUSES, Backpressure, Event, Item, ItemPage, Output, Run, Verdict
 from .signatures import (
     DEFAULT_TOLERANCE,
     EVENT_ID_HEADER,
@@ -61,6 +61,7 @@ __all__ = [
     "InvalidEvent",
     "InvalidRequest",
     "Item",
+    "ItemPage",
     "NotFound",
     "Output",
     "PayloadTooLarge",

@@ -18,7 +18,7 @@ import httpx
 from . import calls
 from .calls import USER_AGENT
 from .errors import ReviewqueueError
-from .results import Backpressure, Item, Output, Run
+from .results import Backpressure, Item, ItemPage, Output, Run
 
 R = TypeVar("R")
 
@@ -88,6 +88,10 @@ class AsyncClient:
     async def item(self, item_id: int) -> Item:
         """``Client.item``, awaited."""
         return await self._send(calls.item(item_id))
+
+    async def items(self, **filters: Any) -> ItemPage:
+        """``Client.items``, awaited: the same filters. Safe to repeat."""
+        return await self._send(calls.items(**filters))
 
     async def run(self, run_id: str) -> Run:
         """``Client.run``, awaited."""

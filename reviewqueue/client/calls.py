@@ -22,7 +22,7 @@ from urllib.parse import quote, urlencode
 import httpx
 
 from .errors import ApiError, ConnectionFailed, ReviewqueueError, Unavailable, VerdictTimeout, api_error
-from .results import Backpressure, Item, Output, Run
+from .results import Backpressure, Item, ItemPage, Output, Run
 
 log = logging.getLogger("reviewqueue.client.core")
 
@@ -176,6 +176,23 @@ def submit_task(task: Mapping[str, Any], *, run_id: str | None = None, **fields:
 
 def item(item_id: int) -> Call[Item]:
     return Call("GET", f"/api/items/{int(item_id)}", None, _parsed(Item.from_json))
+
+
+# What GET /api/items filters on; a name outside these is a typo, refused
+# here rather than sent and silently ignored.
+ITEM_FILTERS = ("queue", "status", "decision", "label", "run", "version", "since", "until", "q", "after")
+
+
+def items(**filters: Any) -> Call[ItemPage]:
+    """``filters`` as the query string; None leaves one out, a date is sent
+    as YYYY-MM-DD. An unknown filter raises TypeError."""
+    unknown = sorted(set(filters) - set(ITEM_FILTERS))
+    if unknown:
+        raise TypeError(f"items() has no filter {', '.join(unknown)}; it filters on {', '.join(ITEM_FILTERS)}")
+    given = {
+        name: value.isoformat() if hasattr(value, "isoformat") else value for name, value in _present(**filters).items()
+    }
+    return Call("GET", "/api/items" + (f"?{urlencode(given)}" if given else ""), None, _parsed(ItemPage.from_json))
 
 
 def run(run_id: str) -> Call[Run]:

@@ -19,7 +19,7 @@ import httpx
 from . import calls
 from .calls import DEFAULT_RETRY_AFTER, USER_AGENT, retry_after
 from .errors import ReviewqueueError
-from .results import Backpressure, Item, Output, Run
+from .results import Backpressure, Item, ItemPage, Output, Run
 
 __all__ = ["DEFAULT_RETRY_AFTER", "Client", "retry_after"]
 
@@ -113,6 +113,15 @@ class Client:
         ``NotFound`` for another producer's item, ``Unavailable`` (with
         ``retry_after``) when the server asks to be asked later."""
         return self._send(calls.item(item_id))
+
+    def items(self, **filters: Any) -> ItemPage:
+        """One page of your items, newest first (``GET /api/items``), filtered
+        as the operators' item list is: ``queue``, ``status``, ``decision``,
+        ``label``, ``run``, ``version``, ``since`` and ``until`` (a ``date`` or
+        YYYY-MM-DD), ``q``; pass the page's ``next`` as ``after`` for the
+        following one. A bad filter raises ``InvalidRequest`` naming each, an
+        unknown one TypeError. Safe to repeat: it only reads."""
+        return self._send(calls.items(**filters))
 
     def run(self, run_id: str) -> Run:
         """A submitted run's outcome and item (``GET /api/tasks/{run_id}``)."""

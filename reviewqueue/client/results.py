@@ -157,6 +157,23 @@ class Item:
 
 
 @dataclass(frozen=True)
+class ItemPage:
+    """``GET /api/items``: one page of the producer's items, newest first,
+    and ``next``, the cursor of the following page (None on the last)."""
+
+    items: list[Item]
+    next: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ItemPage:
+        rows = body["items"]
+        if not isinstance(rows, list):
+            raise TypeError("items is not a list")
+        return cls(items=[Item.from_json(row) for row in rows], next=_str_or_none(body.get("next")), raw=dict(body))
+
+
+@dataclass(frozen=True)
 class Run:
     """``POST /api/tasks`` and ``GET /api/tasks/{run_id}``: a loop run's outcome
     (``running`` until the worker finishes) and the item it produced, if any."""

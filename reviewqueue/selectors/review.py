@@ -160,8 +160,8 @@ RECENT_VERDICTS = 8
 def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> dict[str, object]:
     """What a reviewer needs beside the item: their queues (each one's
     waiting count and mode, for the switcher), the waiting count and mode of
-    the queue in view, the instructions of the item's queue, their own
-    recent verdicts and pace.
+    the queue in view (the focused queue's in the panel), the instructions
+    of the item's queue, their own recent verdicts and pace.
 
     Two statements (``selectors.review``): the queues, and the recent answers
     with the last hour's count. A waiting count is ``Queue.waiting``: the
@@ -189,6 +189,9 @@ def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> 
     if in_view is None and len(queues) == 1:
         in_view = queues[0]
     scope = [focus] if focus is not None else queues
+    # The panel's waiting count is the focused queue's, so its mode is too;
+    # across all queues, the mode of the queue in view.
+    panel_queue = by_pk.get(focus.pk, focus) if focus is not None else in_view
     return {
         "queues": shown,
         "focus": focus,
@@ -198,6 +201,7 @@ def _context_panel(user: User, item: ReviewItem | None, focus: Queue | None) -> 
         "waiting": sum(q.waiting for q in scope),
         "empty_queues": [q for q in scope if not q.waiting],
         "mode": in_view.mode if in_view is not None else "",
+        "panel_queue": panel_queue,
         "instructions": in_view.instructions if in_view is not None else None,
         "recent": recent[:RECENT_VERDICTS],
         "last_hour": last_hour,

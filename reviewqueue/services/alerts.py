@@ -140,7 +140,11 @@ def team_readings(now: datetime, firing_reviewers: Iterable[str]) -> list[Readin
     # REDLINE_SANDBOX=none is an operator's choice, shown on the dashboard; not an outage.
     unavailable = not box.sandboxed and box.mode != "none"
     readings = [
-        Reading(AlertCondition.WEBHOOKS_FAILING, n_failing > 0, f"{n_failing} webhook deliveries failing"),
+        Reading(
+            AlertCondition.WEBHOOKS_FAILING,
+            n_failing > 0,
+            f"{n_failing} webhook {'delivery' if n_failing == 1 else 'deliveries'} failing",
+        ),
         Reading(AlertCondition.SANDBOX_UNAVAILABLE, unavailable, box.reason or "sandbox available"),
     ]
     paused = set(ReviewerStanding.objects.filter(paused_at__isnull=False).values_list("reviewer__username", flat=True))

@@ -320,23 +320,23 @@ def held_item(
     try:
         item = rows.get(pk=item_id)
     except ReviewItem.DoesNotExist:
-        raise QueueError(f"item {item_id} does not exist") from None
+        raise QueueError(f"item #{item_id} does not exist") from None
     if not item.reviewable:
-        raise NotAQueueOfYours(f"item {item_id} is in a queue you do not review")
+        raise NotAQueueOfYours(f"item #{item_id} is in a queue you do not review")
     if item.status in ReviewItem.DECIDED or item.status == ReviewItem.Status.GOLD:
-        raise AlreadyDecided(f"item {item_id} was already decided ({item.status})")
+        raise AlreadyDecided(f"item #{item_id} was already decided ({item.get_status_display()})")
     if item.status == ReviewItem.Status.SHED:
-        raise QueueError(f"item {item_id} was shed from the queue")
+        raise QueueError(f"item #{item_id} was shed from the queue")
     if item.status != ReviewItem.Status.CLAIMED or item.lease_holder_id != reviewer.pk:
         if Judgement.objects.filter(item=item, reviewer=reviewer).exists():
             # Their answer in a double review is in; the item waits for someone else.
-            raise AlreadyDecided(f"you already answered item {item_id}")
+            raise AlreadyDecided(f"you already answered item #{item_id}")
         if item.lease_expiries:
             # The late holder of a lease that ran out and was swept back.
-            raise LeaseExpired(f"the lease on item {item_id} expired; it went back to the queue")
-        raise NotLeaseHolder(f"item {item_id} is not claimed by you")
+            raise LeaseExpired(f"the lease on item #{item_id} expired; it went back to the queue")
+        raise NotLeaseHolder(f"item #{item_id} is not claimed by you")
     if item.lease_expires_at is None or item.lease_expires_at < now:
-        raise LeaseExpired(f"your lease on item {item_id} expired")
+        raise LeaseExpired(f"your lease on item #{item_id} expired")
     return item
 
 

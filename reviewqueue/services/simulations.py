@@ -160,8 +160,9 @@ def _downsample(series: list[float], limit: int = MAX_SERIES_POINTS) -> tuple[li
 def recommendation(scenario: Any, target: float, replications: int, seed: int) -> dict[str, Any]:
     """Two answers to "how much may we produce?": the long-run rate that is
     stable (never above the review rate), and the rate that holds the target
-    over this scenario's horizon starting from an empty queue, which can be
-    higher only because an empty queue absorbs a surplus for a while."""
+    over this scenario's horizon from where it starts (an empty queue, or
+    today's backlog), which can be higher only because the queue's free room
+    absorbs a surplus for a while."""
     from simulation import recommend_max_production, stable_production_rate
 
     out: dict[str, Any] = {

@@ -124,7 +124,7 @@ def _write_verdict(item: ReviewItem, reviewer: AbstractBaseUser, now: datetime, 
             **fields,
         )
     except IntegrityError:
-        raise AlreadyDecided(f"item {item.pk} was already decided") from None
+        raise AlreadyDecided(f"item #{item.pk} was already decided") from None
 
 
 def _close_item(item: ReviewItem, status: str, now: datetime) -> None:
@@ -251,11 +251,11 @@ def settle(
         try:
             item = ReviewItem.objects.select_for_update().get(pk=item_id)
         except ReviewItem.DoesNotExist:
-            raise QueueError(f"item {item_id} does not exist") from None
+            raise QueueError(f"item #{item_id} does not exist") from None
         if item.status in ReviewItem.DECIDED:
-            raise AlreadyDecided(f"item {item_id} was already decided ({item.status})")
+            raise AlreadyDecided(f"item #{item_id} was already decided ({item.get_status_display()})")
         if item.status not in ReviewItem.WAITING or item.review_round < 2:
-            raise QueueError(f"item {item_id} is not waiting for a double review to settle")
+            raise QueueError(f"item #{item_id} is not waiting for a double review to settle")
         verdict = settle_item(item, operator, answer, "operator", now)
         review_quality.settle_copies_with(item, now)
         return verdict
@@ -305,7 +305,7 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
             waiting = ReviewItem.all_objects.select_for_update().get(pk=latest.item_id)
         queue = Queue.locked(waiting.queue_id if waiting is not None else latest.item.queue_id)
         if not Queue.objects.reviewable_by(reviewer).filter(pk=queue.pk).exists():
-            raise UndoRefused(f"you no longer review the queue of item {latest.item_id}, so your answer stands")
+            raise UndoRefused(f"you no longer review the queue of item #{latest.item_id}, so your answer stands")
         verdict, answer = _latest_answers(reviewer, now - window, lock=True)
         if answer is not None and (verdict is None or answer.created_at > verdict.created_at):
             if answer.pk != latest.pk or waiting is None:
@@ -317,7 +317,7 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
         if verdict.decision == Verdict.Decision.SEND_BACK:
             _refuse_undo_of_resumed(item)
         if not withdraw_verdict_event(item, verdict.created_at):
-            raise UndoRefused(f"the producer has already been told the verdict on item {item.pk}, so it stands")
+            raise UndoRefused(f"the producer has already been told the verdict on item #{item.pk}, so it stands")
         change = StepLimitChange.objects.filter(verdict=verdict).first()
         if change is not None and queue.step_limit == change.step_limit:
             queue.step_limit = change.previous
@@ -345,11 +345,11 @@ def _refuse_undo_of_resumed(item: ReviewItem) -> None:
     revision = ReviewItem.objects.filter(previous_version=item).values_list("pk", flat=True).first()
     if revision is not None:
         raise UndoRefused(
-            f"item {item.pk} was sent back and its revision (item {revision}) has already arrived, "
+            f"item #{item.pk} was sent back and its revision (item #{revision}) has already arrived, "
             "so the send-back stands"
         )
     if not cancel_resumed_run(item):
-        raise UndoRefused(f"item {item.pk} was sent back and its new run has already started, so the send-back stands")
+        raise UndoRefused(f"item #{item.pk} was sent back and its new run has already started, so the send-back stands")
 
 
 def _latest_answers(
@@ -381,11 +381,11 @@ def _undo_answer(
     if not settled_it:
         if item.status not in ReviewItem.WAITING:
             # No status in the words: a gold copy's would tell it apart.
-            raise UndoRefused(f"item {item.pk} has been settled since, so your answer stands")
+            raise UndoRefused(f"item #{item.pk} has been settled since, so your answer stands")
         later = item.review_round > answer.round + 1
         held = item.status == ReviewItem.Status.CLAIMED and item.lease_holder_id != reviewer.pk
         if later or (held and item.lease_expires_at is not None and item.lease_expires_at >= now):
-            raise UndoRefused(f"another reviewer is answering item {item.pk} now, so your answer stands")
+            raise UndoRefused(f"another reviewer is answering item #{item.pk} now, so your answer stands")
     item.review_round = answer.round
     _record_undone(answer, answer.kind, answer.round, now)
     answer.delete()

@@ -22,6 +22,7 @@ from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from ..formatting import decision_words as _decision_words
 from .rendered import RenderedCache
 
 register = template.Library()
@@ -269,6 +270,13 @@ def render_output(text: str) -> SafeString:
     if rest.strip():
         parts.append(_prose_html(rest))
     return mark_safe("\n".join(parts))  # each part escaped by Pygments or html.escape
+
+
+@register.filter(name="decision_words")
+def decision_words(decision: str) -> str:
+    """A verdict's decision in the words every page uses ("approved", "sent
+    back"); templates add ``capfirst`` where it starts a line."""
+    return _decision_words(decision)
 
 
 @register.filter(name="duration")

@@ -4,11 +4,10 @@ A router of the API in ``views/api.py``, added to it in ``urls.py``."""
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Router, Status
+from ninja import Query, Router, Status
 
 from ..item_filters import ItemFilterForm
 from ..models import ApiToken, Queue
@@ -27,16 +26,18 @@ API_PAGE_SIZE = 50
 )
 def item_list(
     request: HttpRequest,
-    queue: str = "",
-    status: str = "",
-    decision: str = "",
-    label: str = "",
-    run: str = "",
-    version: int | None = None,
-    since: date | None = None,
-    until: date | None = None,
-    q: str = "",
-    after: str = "",
+    queue: str = Query("", description="a queue's slug"),
+    status: str = Query("", description="pending, claimed, approved, rejected, shed, filtered or sent_back"),
+    decision: str = Query("", description="the verdict's: approve, reject, edit or send_back"),
+    label: str = Query("", description="the rejection's reason label, such as logic_error"),
+    run: str = Query("", description="your run id"),
+    # Read as text and checked by the item list's form with the others, so
+    # a bad number or date is named together with every other bad filter.
+    version: str = Query("", description="a whole number, 1 or more"),
+    since: str = Query("", description="admitted on or after this day, YYYY-MM-DD"),
+    until: str = Query("", description="admitted on or before this day, YYYY-MM-DD"),
+    q: str = Query("", description="words to find in the task and the output"),
+    after: str = Query("", description="the next cursor of the previous page"),
 ) -> Status[dict[str, Any]]:
     """This token's producer's items, newest first, 50 to a page; ``next``
     is the cursor of the following page (pass it as ``after``), null on the

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from .. import services, stats
 from ..access import operator_required
 from ..chart_series import depth_chart, step_limit_chart
-from ..formatting import fmt_duration, fmt_ratio
+from ..formatting import audit_value, fmt_duration, fmt_ratio
 from ..forms import (
     PolicyForm,
     add_service_errors,
@@ -198,12 +198,18 @@ def policy_settings(request: HtmxHttpRequest, queue: Queue) -> HttpResponse:
             except (ValidationError, services.InvalidInput) as exc:
                 add_service_errors(form, exc)
             else:
-                changed = ", ".join(form.changes()) or "nothing"
-                messages.success(request, f"Policy of {queue.slug} saved ({changed} changed).")
+                changed = ", ".join(PolicyForm.label_of(name) for name in form.changes())
+                said = f"changed: {changed}" if changed else "nothing changed"
+                messages.success(request, f"Policy of {queue.name} saved; {said}.")
                 return redirect(scoped_url("ops:policy", queue))
         status = 400
     else:
         form = PolicyForm(instance=queue)
-    audits = PolicyAudit.objects.filter(queue=queue).select_related("user").order_by("-created_at", "-pk")[:50]
+    audits = list(PolicyAudit.objects.filter(queue=queue).select_related("user").order_by("-created_at", "-pk")[:50])
+    for audit in audits:
+        audit.named_changes = [  # type: ignore[attr-defined]
+            (name, PolicyForm.label_of(name), [audit_value(value, dict(ReasonLabel.choices)) for value in pair])
+            for name, pair in audit.changes.items()
+        ]
     context = {"form": form, "audits": audits, **scope_context(queue)}
     return render(request, "ops/policy.html", context, status=status)

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from ..access import operator_required, reviewer_required
 from ..item_filters import BulkActionForm, ItemFilterForm
-from ..models import Queue, ReviewItem
+from ..models import Queue, ReasonLabel, ReviewItem
 from ..selectors import items as selectors
 from ..services import bulk
 from ..services.errors import QueueError
@@ -45,7 +45,7 @@ def _listing(
         "first_page": bool(data.get("after")),
         "full_text": selectors.searching_in_full_text(),
     }
-    status = 400 if form.errors else 200
+    status = context.pop("status", 400 if form.errors else 200)
     return render(request, context.pop("template"), context, status=status)
 
 
@@ -94,6 +94,10 @@ def bulk_action(request: HtmxHttpRequest) -> HttpResponse:
     with the count confirmed, the service applies it."""
     filter_form = ItemFilterForm(request.POST, queues=Queue.objects.all())
     form = BulkActionForm(request.POST, queues=Queue.objects.all())
+    if filter_form.is_valid() and not form.is_valid():
+        # The action's own refusal (no label, no queue) stays beside its form, on the list it came from.
+        page = selectors.operator_items(filter_form.item_filter())
+        return _listing(request, filter_form, page, template="ops/items.html", bulk_form=form, status=400)
     if not filter_form.is_valid() or not form.is_valid():
         return render(request, "ops/items_bulk.html", _bulk_context(request, filter_form, form, None), status=400)
     filters = filter_form.item_filter()
@@ -138,6 +142,9 @@ def _bulk_context(
         "action": action,
         "action_words": BulkActionForm.DONE.get(action, ""),
         "filters": [(name, request.POST.get(name, "")) for name in FILTER_NAMES if request.POST.get(name)],
+        "filter_words": filter_form.described(),
+        "reason_words": dict(ReasonLabel.choices).get(form.cleaned_data.get("reason_label", ""), "") if action else "",
+        "target_queue": form.target_queue() if action else None,
         "filter_query": _query(request.POST),
         "limit": bulk.BULK_LIMIT,
     }

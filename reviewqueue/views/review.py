@@ -45,6 +45,8 @@ from ..notices import (
     _lease_ran_out,
     _panel_error,
     _sent_back_words,
+    verdict_recorded,
+    verdict_refused,
 )
 from ..selectors.review import _context_panel
 from ..selectors.review_item import (
@@ -84,6 +86,9 @@ class CardState:
     # Whether the reviewer is paused (claims serve them nothing); None: not
     # yet known, asked when the card has no item.
     paused: bool | None = None
+    # A claim was just tried and found nothing for this reviewer: whatever
+    # still waits, waits for someone else (a second opinion, an operator).
+    claimed_nothing: bool = False
 
 
 def _focus(request: HtmxHttpRequest) -> Queue | None:
@@ -133,8 +138,21 @@ def _render_card(request: HtmxHttpRequest, state: CardState, *, status: int = 20
         **_context_panel(request.user, item, _focus(request)),
         "focus_query": _focus_query(_focus(request)),
     }
+    context.update(_none_for_you(request, state, item is None and not paused, cast(int, context["waiting"])))
     template = CARD if request.htmx else "review/queue.html"
     return render(request, template, context, status=status)
+
+
+def _none_for_you(request: HtmxHttpRequest, state: CardState, empty: bool, waiting: int) -> dict[str, object]:
+    """Items wait, but a claim just found none this reviewer may take (each
+    waits for another reviewer's answer or an operator). The card says so
+    and polls with the count it saw (``?seen=``), and keeps saying so while
+    no more than that waits: only a new arrival may be theirs."""
+    seen = _item_id(request.GET.get("seen"))
+    none = empty and waiting > 0 and (state.claimed_nothing or (seen is not None and waiting <= seen))
+    focus = _focus(request)
+    query = {**({"queue": focus.slug} if focus is not None else {}), "seen": waiting}
+    return {"none_for_you": none, "poll_query": "?" + urlencode(query) if none else _focus_query(focus)}
 
 
 def _after_post(request: HtmxHttpRequest, state: CardState) -> HttpResponse:
@@ -166,7 +184,7 @@ def _claim_next(request: HtmxHttpRequest, notices: list[Notice], *, just_skipped
             notices.append(Notice(f"Only items you skipped are left; here is #{item.pk} again."))
     # A paused reviewer's card says so itself, instead of offering work.
     paused = item is None and services.is_paused(request.user)
-    return CardState(item=item, notices=notices, paused=paused)
+    return CardState(item=item, notices=notices, paused=paused, claimed_nothing=item is None)
 
 
 def _item_id(raw: str | None) -> int | None:
@@ -216,10 +234,8 @@ def queue(request: HtmxHttpRequest) -> HttpResponse:
 @reviewer_post
 def next_item(request: HtmxHttpRequest) -> HttpResponse:
     """Claim the next item under a lease (or get back the one already held)."""
-    state = _claim_next(request, [])
-    if state.item is None and not state.paused:
-        state.notices.append(Notice("Nothing waits right now. This page will notice new items by itself."))
-    return _after_post(request, state)
+    # Found nothing: the card itself says whether anything waits, and for whom.
+    return _after_post(request, _claim_next(request, []))
 
 
 @when_database_lost(VERDICT_NOT_SAVED)
@@ -289,21 +305,8 @@ def _record_verdict(
     except services.InvalidInput:
         raise
     except services.QueueError as caught:
-        exc = _as_seen(request.user, item_id, caught)
-        if isinstance(exc, services.AlreadyDecided):
-            return _already_decided(item_id, request.user, approve, reason_label)
-        if isinstance(exc, services.LeaseExpired):
-            return None
-        if isinstance(exc, services.NotLeaseHolder):
-            return Notice(f"Item #{item_id} is held by another reviewer; your verdict was not recorded.", "error")
-        return Notice(f"{exc.message}. Your verdict was not recorded.", "error")
-    verb = "Approved" if approve else f"Rejected ({ReasonLabel(reason_label).label})"
-    if verdict.decision == Verdict.Decision.EDIT:
-        verb = "Approved with your edits:"
-    elif edited_output:
-        verb = "Approved (the output was not changed):"
-    seconds = settings.REVIEWQUEUE_UNDO_SECONDS
-    return Notice(f"{verb} item #{item_id}. Undo (u) within {seconds} s takes it back.")
+        return verdict_refused(request.user, item_id, caught, approve=approve, reason_label=reason_label)
+    return verdict_recorded(verdict, approve=approve, reason_label=reason_label, edited_output=edited_output)
 
 
 def _add_server_timing(response: HttpResponse, started: float, decided: float) -> None:
@@ -336,8 +339,9 @@ def skip(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     except services.QueueError as exc:
         notices.append(Notice(f"{_as_seen(request.user, item_id, exc).message}.", "error"))
         return _after_post(request, CardState(item=None, notices=notices))
-    skipped = list(_skipped(request) | {item_id})[-50:]
-    request.session[SKIPPED_KEY] = skipped
+    # The 50 most recent skips, oldest first: a set would keep the 50 highest ids.
+    earlier = [pk for pk in request.session.get(SKIPPED_KEY, []) if pk != item_id]
+    request.session[SKIPPED_KEY] = [*earlier, item_id][-50:]
     notices.append(Notice(f"Skipped item #{item_id}; it went back to the queue."))
     # Straight on to the next item: a skip is "not this one", not "stop".
     state = _claim_next(request, notices, just_skipped=item_id)

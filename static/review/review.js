@@ -3,7 +3,11 @@
 (function () {
   "use strict";
 
+  // Renewed this often while the reviewer is active, or at half the lease
+  // when the queue's lease is shorter than two of these (it may be 10 s).
   var RENEW_EVERY_MS = 60 * 1000;
+  var RENEW_AT_LEAST_MS = 2000;
+  var TICK_MS = 1000;
   var ACTIVE_WINDOW_MS = 2 * 60 * 1000;
   var NOTE_KEY = "reviewqueue-note-";
   // What is typed in the editor and the send-back note survives a timed-out
@@ -26,6 +30,9 @@
 
   var lastActivity = Date.now();
   var leaseDeadline = null;
+  // The lease's length as last granted, and when a renewal last went out.
+  var leaseLengthMs = 0;
+  var lastRenewal = Date.now();
   // "busy": a request that replaces the card is in flight; "hold": a new
   // item has just shown; "ready": keys act on the item shown.
   var state = "ready";
@@ -136,8 +143,15 @@
   function toggleShortcuts() {
     var dialog = document.getElementById("shortcuts");
     if (!dialog) return;
-    if (dialog.open) dialog.close();
-    else dialog.showModal();
+    if (dialog.open) {
+      dialog.close();
+      return;
+    }
+    dialog.showModal();
+    // Its Close button takes focus (autofocus: Enter closes, never follows a
+    // link in the instructions), and the browser scrolls to it, at the end;
+    // the instructions come first, so the dialog opens at its top.
+    dialog.scrollTop = 0;
   }
 
   // Enter submits a verdict only when the card has focus (its title, the
@@ -404,6 +418,7 @@
     }
     var left = parseInt(lease.getAttribute("data-seconds-left"), 10) || 0;
     leaseDeadline = Date.now() + left * 1000;
+    leaseLengthMs = left * 1000;
     tickLease();
   }
 
@@ -422,10 +437,17 @@
     lease.classList.toggle("warn", left <= 60);
   }
 
+  // Checked every tick: a renewal is due a minute after the last one, or
+  // after half the lease when the lease is shorter (a tick early rather than
+  // a tick late).
   function maybeRenew() {
     var lease = document.getElementById("lease");
     if (!lease || !window.htmx) return;
-    if (Date.now() - lastActivity <= ACTIVE_WINDOW_MS) window.htmx.trigger(lease, "renew-lease");
+    var every = Math.max(RENEW_AT_LEAST_MS, Math.min(RENEW_EVERY_MS, leaseLengthMs / 2));
+    if (Date.now() - lastRenewal + TICK_MS <= every) return;
+    if (Date.now() - lastActivity > ACTIVE_WINDOW_MS) return;
+    lastRenewal = Date.now();
+    window.htmx.trigger(lease, "renew-lease");
   }
 
   function noteActivity() {
@@ -460,6 +482,7 @@
   function onCardSwapped() {
     dockKeyStatus(false);
     startLeaseClock();
+    lastRenewal = Date.now(); // the card's lease was just granted or read
     restoreNote();
     restorePanels();
     // htmx puts focus back on the element with the old focused element's id:
@@ -602,7 +625,9 @@
     startLeaseClock();
     restoreNote();
     restorePanels();
-    window.setInterval(tickLease, 1000);
-    window.setInterval(maybeRenew, RENEW_EVERY_MS);
+    window.setInterval(function () {
+      tickLease();
+      maybeRenew();
+    }, TICK_MS);
   });
 })();

@@ -90,3 +90,55 @@ def test_the_export_picks_days_and_the_live_what_if_starts_from_the_backlog(
     expect(page.locator("#id_backpressure")).to_be_checked()
     assert page.evaluate(NO_SIDEWAYS)
     page.screenshot(path=str(artifacts / f"ops-whatif-live-{width}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_exports_date_pickers_are_as_wide_as_its_other_fields(
+    new_context: Any, live_server: Any, login: Any, operator: Any, width: str
+) -> None:
+    page = _operator_page(new_context, login, width)
+    page.goto(f"{live_server.url}/ops/export/")
+    label = page.locator("#id_label").bounding_box()
+    for field in ("#id_since", "#id_until"):
+        box = page.locator(field).bounding_box()
+        assert box is not None and label is not None
+        assert abs(box["width"] - label["width"]) <= 2, (field, box["width"], label["width"])
+        assert box["height"] >= label["height"] - 4, (field, box["height"], label["height"])
+
+
+# Every select's chosen words against the room the select gives them: a
+# select cannot wrap, so longer words are cut off on screen.
+CUT_SELECTS = """() => [...document.querySelectorAll('main select')].filter(s => s.offsetParent).map(s => {
+  const probe = document.createElement('span');
+  const style = getComputedStyle(s);
+  probe.style.font = style.font;
+  probe.style.whiteSpace = 'pre';
+  probe.style.position = 'absolute';
+  probe.textContent = s.options[s.selectedIndex] ? s.options[s.selectedIndex].text : '';
+  document.body.appendChild(probe);
+  const needed = probe.getBoundingClientRect().width;
+  probe.remove();
+  const room = s.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 20;  // the arrow
+  return needed > room ? `${s.id || s.name}: "${probe.textContent}" needs ${Math.round(needed)} px of ${Math.round(room)}` : null;
+}).filter(Boolean)"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_select_on_the_operators_forms_cuts_off_its_words(
+    new_context: Any, live_server: Any, login: Any, operator: Any, width: str
+) -> None:
+    page = _operator_page(new_context, login, width)
+    cut = {}
+    for path in (
+        "/ops/alerts/channels/",
+        "/ops/whatif/",
+        "/ops/items/",
+        "/ops/export/",
+        "/ops/policy/",
+        "/ops/routing/",
+    ):
+        page.goto(f"{live_server.url}{path}")
+        found = page.evaluate(CUT_SELECTS)
+        if found:
+            cut[path] = found
+    assert cut == {}

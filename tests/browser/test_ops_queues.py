@@ -229,3 +229,33 @@ def test_the_largest_add_queue_run_shows_progress_then_its_result(
     expect(page.locator("#added-changes")).to_be_visible(timeout=150_000)
     expect(page.locator("#result")).to_contain_text(f"{largest.group(1)} replications each")
     page.screenshot(path=str(artifacts / "ops-add-queue-largest-1280.png"), full_page=True)
+
+
+def test_the_add_queue_results_notes_read_as_lines_on_a_phone(
+    new_context: Any, live_server: Any, login: Any, queues: None
+) -> None:
+    """Each note is its term then its words, on one line that wraps like a
+    sentence: not a term broken in two beside words starting at a
+    different place on every row."""
+    page = _open(new_context, login, "390")
+    page.goto(f"{live_server.url}/ops/whatif/add-queue/")
+    _fill_added(page, hours="2", replications="4")
+    page.locator("#id_replications").press("Enter")
+    expect(page.locator("#added-changes")).to_be_visible(timeout=30_000)
+    # The tops and lefts of the lines a note's text takes, read from a range over it.
+    lines = """e => {
+      const range = document.createRange();
+      range.selectNodeContents(e);
+      return [...range.getClientRects()].filter(r => r.width > 0).map(r => [Math.round(r.top), Math.round(r.left)]);
+    }"""
+    notes = page.locator(".compared-notes > div")
+    assert notes.count() >= 4
+    for i in range(notes.count()):
+        term = notes.nth(i).locator("dt")
+        said = notes.nth(i).evaluate(lines)
+        tops = sorted({top for top, _ in said})
+        term_lines = {top for top, _ in term.evaluate(lines)}
+        assert len(term_lines) == 1, f"{term.inner_text()!r} breaks over {len(term_lines)} lines"
+        start = min(left for _, left in said)
+        for top in tops[1:]:  # every further line starts where the first did, under the term
+            assert min(left for t, left in said if t == top) <= start + 1, f"{term.inner_text()!r}: {said}"

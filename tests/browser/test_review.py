@@ -5,10 +5,11 @@ import statistics
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from reviewqueue import services
-from reviewqueue.models import ReviewItem, Verdict
+from reviewqueue.models import Queue, ReviewItem, Verdict
 from tests.browser.helpers import card_item, start, wait_for_card_change
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -255,7 +256,7 @@ def test_it_works_as_plain_forms_without_javascript(new_context, login, make_use
     page.wait_for_selector("#decide-form")
     page.check("#reason-4")
     page.click("#reject-button")
-    page.wait_for_selector("text=Rejected (hallucination)")
+    page.wait_for_selector(f"text=Rejected item #{item.pk} (hallucination)")
     assert Verdict.objects.get(item=item).reason_label == "hallucination"
 
 
@@ -284,6 +285,25 @@ def test_it_renews_the_lease_only_while_the_reviewer_is_active(page, login, make
     with page.expect_response("**/renew/"):
         page.clock.run_for(60_000)
     assert len(renewals) == 3
+
+
+def test_a_short_lease_is_renewed_in_time_while_the_reviewer_works(page, login, make_user, admit_item):
+    """A queue's lease may be as short as 10 s: renewing once a minute let an
+    active reviewer's 30 s lease run out under them."""
+    make_user("rita", "reviewer")
+    Queue.objects.filter(pk=Queue.default().pk).update(lease_seconds=12)
+    item = admit_item().item
+    login(page, "rita")
+    start(page)
+    for step in range(9):  # 18 s of reading, the mouse moving: half again the lease
+        page.mouse.move(100 + 10 * step, 300)
+        page.wait_for_timeout(2000)
+    assert ReviewItem.objects.get(pk=item.pk).lease_expires_at > timezone.now()
+    assert "expired" not in page.locator("#lease").inner_text()
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"text=Approved item #{item.pk}")
+    assert Verdict.objects.get(item=item).decision == "approve"
 
 
 def test_it_tells_the_second_tab_what_the_first_tab_recorded(new_context, login, make_user, admit_item):

@@ -73,3 +73,27 @@ def test_the_bar_is_one_row_and_the_ignored_keys_notice_covers_nothing(
     approve = page.locator("#approve-button").bounding_box()
     assert approve is not None and notice["y"] + notice["height"] <= approve["y"]
     page.screenshot(path=str(artifacts / f"review-bar-ignored-keys-{width}.png"))
+
+
+def test_a_narrow_window_without_touch_shows_every_buttons_words_whole(
+    new_context: Any, login: Any, make_user: Any, admit_item: Any, artifacts: Any
+) -> None:
+    """A 390 px window with a mouse (a desktop browser made narrow, a
+    split screen): no button is squeezed below its words ("Undo" cut to
+    "Und"), and the bar stays one row."""
+    make_user("rita", "reviewer")
+    admit_item()
+    page = new_context(viewport=WIDTHS["390"]).new_page()
+    login(page, "rita")
+    start(page)
+    buttons = page.locator("#card .action-bar button:visible")
+    assert buttons.count() == 7
+    tops = {round(buttons.nth(i).bounding_box()["y"]) for i in range(buttons.count())}
+    assert len(tops) == 1, f"buttons on {len(tops)} rows"
+    for i in range(buttons.count()):
+        b = buttons.nth(i)
+        assert b.evaluate("e => e.scrollWidth <= e.clientWidth"), f"{b.inner_text()!r} is cut off"
+        assert b.evaluate(LINES_OF_TEXT) == 1, f"{b.inner_text()!r} wraps"
+    bar = page.locator("#card .action-bar").bounding_box()
+    assert bar is not None and bar["x"] + bar["width"] <= 390
+    page.screenshot(path=str(artifacts / "review-bar-390-mouse.png"))

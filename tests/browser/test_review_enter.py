@@ -104,6 +104,31 @@ def test_the_help_dialog_opens_on_close_so_enter_stays_on_the_page(
     assert not Verdict.objects.exists()
 
 
+@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}], ids=str)
+def test_the_help_dialog_opens_at_its_top_with_close_focused(
+    new_context: Any, login: Any, live_server: Any, rita: Any, viewport: dict[str, int]
+) -> None:
+    """Focus on Close (at the end) must not scroll the dialog there: the
+    reviewer opens help to read the instructions, which come first."""
+    from reviewqueue.models import Queue
+
+    steps = "\n".join(f"{n}. Check point {n} of the output against the task." for n in range(1, 16))
+    Queue.objects.filter(pk=Queue.default().pk).update(instructions=f"**Approve** only what you would ship.\n\n{steps}")
+    page = new_context(viewport=viewport).new_page()
+    login(page, "rita")
+    page.goto(f"{live_server.url}/review/?queue=default")
+    start(page)
+    page.keyboard.press("?")
+    dialog = page.locator("#shortcuts")
+    expect(dialog).to_be_visible()
+    assert dialog.evaluate("d => d.scrollHeight > d.clientHeight"), "the dialog should need scrolling here"
+    assert dialog.evaluate("d => d.scrollTop") == 0
+    expect(page.locator("#shortcuts-title")).to_be_in_viewport()
+    assert page.evaluate("document.activeElement.textContent.trim()") == "Close"
+    page.keyboard.press("Enter")
+    expect(dialog).to_be_hidden()
+
+
 def test_an_emptied_editor_is_refused_in_place(page: Any, login: Any, rita: Any) -> None:
     login(page, "rita")
     start(page)

@@ -119,6 +119,22 @@ def test_a_repeated_key_answers_the_first_item(
     assert again.item_id == first.item_id
 
 
+def test_a_producer_lists_its_own_items_and_filters_them(
+    connect: Callable[..., Any], live_url: str, issue: Callable[..., str]
+) -> None:
+    with connect(live_url, issue("lister")) as other:
+        push(other, "not-mine")
+    with connect(live_url, issue()) as client:
+        mine = [push(client, f"listed-{n}").item_id for n in range(2)]
+        page = client.items()
+        pending = client.items(status="pending", q="is_even")
+        with pytest.raises(InvalidRequest) as caught:
+            client.items(status="nope", version=0)
+    assert [item.item_id for item in page.items] == mine[::-1] and page.next is None
+    assert {item.item_id for item in pending.items} == set(mine)
+    assert set(caught.value.fields) == {"status", "version"}
+
+
 def test_waiting_on_an_undecided_item_times_out_with_its_status(
     connect: Callable[..., Any], live_url: str, issue: Callable[..., str]
 ) -> None:

@@ -175,3 +175,28 @@ def test_a_stale_mode_change_evaluation_expires(monkeypatch: pytest.MonkeyPatch)
             "expires": depth.ALERTS_TASK_EXPIRES_SECONDS,
         }
     ]
+
+
+def test_the_failing_deliveries_reading_counts_in_words(admit_item: Any) -> None:
+    now = timezone.now()
+    item = admit_item().item
+
+    def failing(n: int) -> str:
+        WebhookDelivery.objects.all().delete()
+        for i in range(n):
+            WebhookDelivery.objects.create(
+                event_id=f"evt_{i}",
+                event_type="item.decided",
+                item=item,
+                url="http://hooks.test/",
+                body="{}",
+                ordering_key=f"item:{item.pk}",
+                attempts=2,
+                last_attempt_at=now,
+                next_attempt_at=now,
+            )
+        reading = next(r for r in alerts.team_readings(now, []) if r.condition == "webhooks_failing")
+        return reading.detail
+
+    assert failing(1) == "1 webhook delivery failing"
+    assert failing(3) == "3 webhook deliveries failing"

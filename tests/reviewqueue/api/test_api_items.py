@@ -78,3 +78,29 @@ def test_it_needs_a_token_with_a_read_scope(client: Client, headers: Any) -> Non
 def test_a_nul_byte_is_a_400_not_a_server_error(client: Client, headers: Any) -> None:
     assert client.get("/api/items", {"q": "a\x00b"}, headers=headers["a"]).status_code == 400
     assert client.get("/api/stats", {"queue": "a\x00b"}, headers=headers["a"]).status_code == 400
+
+
+def test_every_bad_filter_is_named_at_once_whatever_its_type(client: Client, headers: Any) -> None:
+    """A bad number or date is named with the other bad filters, in the item
+    list's own words, not alone in the schema's."""
+    response = client.get(
+        "/api/items",
+        {"status": "nope", "version": "x", "since": "yesterday", "until": "2026-02-30"},
+        headers=headers["a"],
+    )
+    assert response.status_code == 400
+    fields = response.json()["fields"]
+    assert set(fields) == {"status", "version", "since", "until"}
+    assert fields["version"] == "Enter a whole number."
+    assert fields["since"] == "Enter a valid date."
+
+
+def test_the_schema_says_what_each_filter_takes(client: Client) -> None:
+    """Read as text so the form can name every bad one, a number or a date
+    still says what it wants, for the interactive reference and clients."""
+    operation = client.get("/api/openapi.json").json()["paths"]["/api/items"]["get"]
+    described = {p["name"]: p.get("description", "") for p in operation["parameters"]}
+    assert set(described) == {"queue", "status", "decision", "label", "run", "version", "since", "until", "q", "after"}
+    assert all(described.values()), [name for name, text in described.items() if not text]
+    assert "YYYY-MM-DD" in described["since"] and "YYYY-MM-DD" in described["until"]
+    assert "whole number" in described["version"]

@@ -245,7 +245,7 @@ def test_each_answer_on_a_copy_is_undone_as_on_a_real_item(
         services.undo(reviewer=ann)  # ben holds it now
     services.decide(item_id=copy, reviewer=ben, approve=True)  # agreement: it is settled
     assert state(copy) == ("gold", 2) and waiting() == 1
-    with pytest.raises(services.UndoRefused, match=r"^item \d+ has been settled since, so your answer stands$"):
+    with pytest.raises(services.UndoRefused, match=r"^item #\d+ has been settled since, so your answer stands$"):
         services.undo(reviewer=ann)
     item = services.undo(reviewer=ben)  # the settling answer: the round opens again
     assert (item.status, item.review_round, item.lease_holder) == ("claimed", 2, ben)

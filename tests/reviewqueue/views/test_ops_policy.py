@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from reviewqueue import services
 from reviewqueue.models import PolicyAudit, Queue
 
 pytestmark = pytest.mark.django_db
@@ -84,9 +85,9 @@ def test_a_save_names_only_what_changed_not_the_instructions_a_browser_sent_back
     as_a_browser_sends = Queue.current().instructions.replace("\n", "\r\n") + "\r\n"
     response = client.post(reverse("ops:policy"), _form(instructions=as_a_browser_sends, capacity=80), follow=True)
     said = [str(m) for m in response.context["messages"]]
-    assert said == ["Policy of default saved (capacity changed)."]
+    assert said == ["Policy of Default saved; changed: Capacity (items)."]
     response = client.post(reverse("ops:policy"), _form(instructions=as_a_browser_sends), follow=True)
-    assert [str(m) for m in response.context["messages"]] == ["Policy of default saved (nothing changed)."]
+    assert [str(m) for m in response.context["messages"]] == ["Policy of Default saved; nothing changed."]
     assert list(PolicyAudit.objects.values_list("changes", flat=True)) == [{"capacity": [50, 80]}]
 
 
@@ -110,3 +111,34 @@ def test_a_checkbox_sits_before_its_label_on_one_line(client: Client, operator: 
     line = field.split('class="check-line">')[1].split("</span>")[0]
     assert line.index('type="checkbox"') < line.index("<label")
     assert 'name="gold_pause"' in line
+
+
+def test_the_save_message_and_the_change_log_name_fields_in_words(client: Client, operator: User) -> None:
+    """Not 'double_review_rate, gold_rate changed': the words of the form's labels."""
+    client.force_login(operator)
+    response = client.post(reverse("ops:policy"), _form(double_review_rate=0.5, gold_rate=0.1), follow=True)
+    said = [str(m) for m in response.context["messages"]]
+    assert said == ["Policy of Default saved; changed: Double-review rate, Gold rate."]
+    log = response.content.decode().split('id="audit-log"', 1)[1].split("</table>", 1)[0]
+    assert 'title="double_review_rate">Double-review rate</span>: 0.1 → 0.5' in log
+    assert 'title="gold_rate">Gold rate</span>: 0.02 → 0.1' in log
+    assert "double_review_rate</code>" not in log
+
+
+def test_the_change_log_reads_a_bulk_action_and_a_switch_in_words(
+    client: Client, operator: User, admit_item: Any
+) -> None:
+    from reviewqueue.selectors.items import ItemFilter
+    from reviewqueue.services import bulk
+
+    admit_item(task_description="Needle task")
+    services.policy_update(user=operator, changes={"gold_pause": True})
+    filters = ItemFilter(q="needle", queue=Queue.default())
+    bulk.bulk_apply(
+        operator=operator, filters=filters, action="reject", seen=1, reason_label="logic_error", target=None
+    )
+    client.force_login(operator)
+    log = client.get(reverse("ops:policy")).content.decode().split('id="audit-log"', 1)[1].split("</table>", 1)[0]
+    assert "{&#x27;" not in log and "{'" not in log, log
+    assert "matched 16" not in log and "matched 1" in log and "logic error" in log
+    assert "Pause flagged reviewers</span>: off → on" in log

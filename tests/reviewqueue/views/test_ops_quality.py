@@ -202,7 +202,7 @@ def test_disagreements_show_the_answers_side_by_side(
     block = body.split(f'id="disagreement-{operator_turn.pk}"')[1].split("</article>")[0]
     assert "waits for an operator" in block
     assert block.count('class="judgement"') == 3
-    assert "code error" in block and "try a loop instead" in block and "Sent back with a note" in block
+    assert "code error" in block and "try a loop instead" in block and "Sent back</span>" in block
 
 
 def test_a_settle_form_without_a_label_comes_back_with_the_error_and_the_note(
@@ -368,7 +368,7 @@ def test_a_gold_copy_page_is_the_page_of_an_ordinary_item(
     answered = page(copy)
     assert "gold" not in answered.lower()
     assert f'<dd class="item-status">{ReviewItem.Status.APPROVED.label}</dd>' in answered
-    assert f"Approve</span> by {reviewer.get_username()}" in answered
+    assert f"Approved</span> by {reviewer.get_username()}" in answered
 
     # Another reviewer gets the 404 any item they never saw gives.
     other = Client()

@@ -173,3 +173,40 @@ def test_the_model_choices_are_short_words_explained_beside_the_select(client: C
         select = body.split('id="id_model"')[1].split("</select>")[0]
         assert ">article</option>" in select and ">poisson</option>" in select, url
         assert "article: fixed steps each minute" in body, url
+
+
+def test_the_form_shows_no_label_for_its_hidden_backlog_field(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    body = client.get(reverse("ops:whatif")).content.decode()
+    assert 'type="hidden" name="initial_ages_min"' in body
+    assert "Initial ages min" not in body
+
+
+def test_the_optional_minutes_of_a_preset_show_blank_as_their_help_says(client: Client, operator: User) -> None:
+    """Blank means off, and the help says so; a prefilled 0.0 read as a
+    watermark at zero minutes."""
+    client.force_login(operator)
+    for query in ({"preset": "A"}, {"live": "1", "window": "15m"}):
+        body = client.get(reverse("ops:whatif"), query).content.decode()
+        for name in ("age_high_minutes", "age_low_minutes"):
+            field = body.split(f'name="{name}"', 1)[1].split(">", 1)[0]
+            assert "value=" not in field, (query, name, field)
+    preset = client.get(reverse("ops:whatif"), {"preset": "A"}).content.decode()
+    assert "value=" not in preset.split('name="sla_minutes"', 1)[1].split(">", 1)[0]
+
+
+def test_a_run_from_todays_backlog_does_not_call_its_horizon_empty(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    run, body = _run(client, "A", target_overflow_pct="1", initial_ages_min="12,7,3")
+    assert run.status == SimulationRun.Status.DONE, run.error
+    recommendation = body.split(f'id="recommendation-{run.pk}"', 1)[1].split("</div>", 1)[0]
+    assert "from an empty queue" not in recommendation
+    assert "from today's backlog of 3 waiting items" in recommendation
+
+
+def test_the_pages_count_reviewers_in_words(client: Client, operator: User) -> None:
+    client.force_login(operator)
+    _, body = _run(client, "A", reviewers="1")
+    assert "by 1 reviewer;" in body and "reviewer(s)" not in body
+    live = client.get(reverse("ops:whatif"), {"live": "1", "window": "15m"}).content.decode()
+    assert "reviewer(s)" not in live and "by 0 reviewers" in live

@@ -159,7 +159,9 @@ def test_undo_of_a_send_back_whose_revision_arrived_says_why_it_stands(
     revision = admit_item(final_output="version two", previous_version=item).item
     body = rita.post(reverse("review:undo"), {"current": ""}, **HX).content.decode()
     assert "Not undone" in body
-    assert f"its revision (item {revision.pk}) has already arrived, so the send-back stands" in body
+    assert (
+        f"Not undone: item #{item.pk} was sent back and its revision (item #{revision.pk}) has already arrived" in body
+    )
     assert ReviewItem.objects.get(pk=item.pk).status == "sent_back"
     waiting = ReviewItem.objects.filter(status__in=ReviewItem.WAITING).values_list("pk", flat=True)
     assert list(waiting) == [revision.pk]
@@ -255,3 +257,27 @@ def test_who_may_read_an_item(client: Client, make_user: Any, reviewer: User, ad
     assert client.get(url(waiting)).status_code == 200
     client.force_login(make_user("nobody"))
     assert client.get(url(decided)).status_code == 403
+
+
+def test_a_refused_skip_names_the_item_as_every_notice_does(
+    rita: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    """A service's message said alone starts a sentence and writes the item
+    as #N, like the notices written in the view."""
+    item = admit_item().item
+    body = rita.post(reverse("review:skip", args=[item.pk]), **HX).content.decode()
+    assert f"Item #{item.pk} is not claimed by you." in body
+
+
+def test_a_skip_is_remembered_even_when_fifty_later_ids_were_skipped_before(
+    rita: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    """The session keeps the 50 most recent skips, in the order they were made,
+    not the 50 highest ids."""
+    item = _hold(admit_item, reviewer)
+    session = rita.session
+    session["review_skipped"] = list(range(10_000, 10_050))
+    session.save()
+    rita.post(reverse("review:skip", args=[item.pk]), **HX)
+    kept = rita.session["review_skipped"]
+    assert kept[-1] == item.pk and len(kept) == 50 and 10_000 not in kept

@@ -4,6 +4,8 @@ form, and the words for every verdict that could not be recorded."""
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -604,14 +606,21 @@ def test_a_paused_reviewer_is_told_so_and_not_invited_to_start(
     assert "Start reviewing" not in card and "items waiting" not in card
 
 
-def test_an_item_held_from_another_queue_is_named_as_such_under_the_queue_in_view(
-    rita_client: Client, reviewer: User, admit_item: AdmitItem
-) -> None:
+def _held_from_default_with_docs_waiting(reviewer: User, admit_item: AdmitItem) -> tuple[Queue, ReviewItem]:
+    """Rita reviews Default and Open tasks (docs), one item waits in each,
+    and she holds Default's."""
     docs = services.create_queue(user=None, slug="docs", name="Open tasks")
     docs.members.add(reviewer)
     admit_item(queue="docs")
     held = admit_item(queue="default").item
     assert services.claim(reviewer=reviewer, queue=Queue.default()).pk == held.pk
+    return docs, held
+
+
+def test_an_item_held_from_another_queue_is_named_as_such_under_the_queue_in_view(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    _, held = _held_from_default_with_docs_waiting(reviewer, admit_item)
 
     body = rita_client.get(reverse("review:queue") + "?queue=docs").content.decode()
     card = _card(body)
@@ -644,3 +653,45 @@ def test_recent_verdicts_read_alike_and_a_pushed_output_without_attempts_says_so
     assert "Approve</span>" not in recent and "approved with edits" not in recent
     cutoff = body.split('id="cutoff"')[1].split("</dl>")[0]
     assert "0 attempts" not in cutoff and "not reported by its producer" in cutoff
+
+
+def test_the_side_panel_tells_the_mode_of_the_queue_whose_waiting_count_it_shows(
+    rita_client: Client, reviewer: User, admit_item: AdmitItem
+) -> None:
+    docs, _ = _held_from_default_with_docs_waiting(reviewer, admit_item)
+    Queue.objects.filter(pk=docs.pk).update(mode="draft")
+
+    body = rita_client.get(reverse("review:queue") + "?queue=docs").content.decode()
+    panel = body.split('id="context"', 1)[1].split("</aside>", 1)[0]
+    assert "Queue Open tasks" in panel
+    assert "mode: <strong>draft</strong>" in panel
+    assert "of Default" not in panel and "normal" not in panel
+
+
+@pytest.mark.double_review
+def test_items_that_wait_for_someone_else_are_not_offered_as_work(
+    rita_client: Client, reviewer: User, make_user: Any, admit_item: AdmitItem
+) -> None:
+    """Rita answered the only item; it waits for a second reviewer. The page
+    must not say "1 item waiting / Start reviewing" beside "Nothing waits
+    right now": it says none of the waiting items is hers to take, and
+    keeps saying so on its poll until something new arrives."""
+    make_user("sam", "reviewer")
+    Queue.objects.filter(pk=Queue.default().pk).update(double_review_rate=1.0)
+    item = admit_item().item
+    assert services.claim(reviewer=reviewer).pk == item.pk
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+    assert ReviewItem.objects.get(pk=item.pk).status == ReviewItem.Status.PENDING  # waits for sam
+
+    card = _card(rita_client.post(reverse("review:next"), HTTP_HX_REQUEST="true").content.decode())
+    assert "Nothing waits right now" not in card and "Start reviewing" not in card
+    assert "Nothing for you right now" in card
+    assert "1 item waits in Default for another reviewer or an operator" in card
+    poll = re.search(r'hx-get="([^"]+)"', card)
+    assert poll is not None
+    polled = _card(rita_client.get(html.unescape(poll.group(1)), HTTP_HX_REQUEST="true").content.decode())
+    assert "Nothing for you right now" in polled and "Start reviewing" not in polled
+
+    admit_item()  # something new: perhaps hers
+    polled = _card(rita_client.get(html.unescape(poll.group(1)), HTTP_HX_REQUEST="true").content.decode())
+    assert "Start reviewing" in polled
