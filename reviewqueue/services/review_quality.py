@@ -444,24 +444,40 @@ def fill_copy(copy: ReviewItem, reviewer: AbstractBaseUser) -> bool:
     # A gold item another copy shows (held by a reviewer now, or waiting for
     # its next round) is kept for that copy: shown meanwhile in this one, it
     # would no longer be new to the reviewers the other's next round waits for.
-    in_use = (
-        ReviewItem.all_objects.filter(gold=OuterRef("pk"), status__in=ReviewItem.WAITING)
-        .filter(Q(review_round__gt=1) | Q(status=ReviewItem.Status.CLAIMED))
-        .exclude(pk=copy.pk)
-    )
-    eligible = _gold_for(reviewer, [copy.queue_id]).exclude(Exists(in_use))
+    eligible = _gold_for(reviewer, [copy.queue_id]).exclude(Exists(_shown_elsewhere(OuterRef("pk"), copy.pk)))
     answered = Count("copies__judgements__reviewer", distinct=True)
-    gold = eligible.annotate(answered=answered).order_by("answered", "?").first()
-    if gold is None:
-        return False
-    if gold.pk == copy.gold_id:
+    for gold in eligible.annotate(answered=answered).order_by("answered", "?")[:FILL_CANDIDATES]:
+        with transaction.atomic():
+            # Two claims at once may pick the same gold item, neither seeing the
+            # other's copy yet: the gold item's row lock orders them, and the
+            # second, once the lock is its own, sees the first's copy and moves on.
+            GoldItem.objects.select_for_update().filter(pk=gold.pk).values_list("pk").first()
+            if _shown_elsewhere(gold.pk, copy.pk).exists():
+                continue
+            if gold.pk != copy.gold_id:
+                for name in _COPIED:
+                    setattr(copy, name, getattr(gold.item, name))
+                copy.gold = gold
+                copy.save(update_fields=[*_COPIED, "gold", "updated_at"])
+        log.info("gold item served", extra={"gold": gold.pk, "reviewer": reviewer.pk})
         return True
-    for name in _COPIED:
-        setattr(copy, name, getattr(gold.item, name))
-    copy.gold = gold
-    copy.save(update_fields=[*_COPIED, "gold", "updated_at"])
-    log.info("gold item served", extra={"gold": gold.pk, "reviewer": reviewer.pk})
-    return True
+    return False
+
+
+# How many gold items a claim tries, fewest answers first, when another claim
+# took the first at the same moment.
+FILL_CANDIDATES = 3
+
+
+def _shown_elsewhere(gold: Any, copy_pk: int) -> QuerySet[ReviewItem]:
+    """The open copies other than ``copy_pk`` that show ``gold`` (a gold
+    item's pk, or a reference to one): held by a reviewer now, or waiting
+    for a later round."""
+    return (
+        ReviewItem.all_objects.filter(gold=gold, status__in=ReviewItem.WAITING)
+        .filter(Q(review_round__gt=1) | Q(status=ReviewItem.Status.CLAIMED))
+        .exclude(pk=copy_pk)
+    )
 
 
 def give_back_copy(copy: ReviewItem) -> None:

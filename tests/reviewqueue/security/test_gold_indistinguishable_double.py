@@ -15,7 +15,7 @@ tries to decide it, whether it is listed in the reviewer's history, its id
 against the ids served to them before and after, and how the waiting count
 moved over their answer. A classifier trained on half of the answers
 predicts the other half, each view alone and all together; its accuracy's
-95 % Wilson interval must reach down to the accuracy of always guessing the
+Wilson interval (95 % for the family of views) must reach down to the accuracy of always guessing the
 more common kind.
 """
 
