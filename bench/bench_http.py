@@ -173,7 +173,7 @@ def decide_once(client: httpx.Client, headers: dict[str, str], log: ClientLog, i
     if response.status_code != 200:
         log.errors.append(f"decide {item} answered {response.status_code}")
         return None
-    if f"item #{item}." in response.text and ("Approved item" in response.text or "Rejected (" in response.text):
+    if re.search(rf"(Approved|Rejected) item #{item}\b", response.text):
         log.decided[item] = "approve" if approve else "reject"
     else:
         log.errors.append(f"decide {item}: no confirmation")
