@@ -38,6 +38,8 @@ cleanup() {
       echo "--- $c (last lines)" >&2
       podman logs --tail 15 "$c" 2>&1 | cut -c1-300 >&2
     done
+    # What failed, last, where a truncated CI log still shows it.
+    grep -h -E "^  FAIL |expectation\(s\) failed|^podman .*: exit" "$work"/*.log >&2 2>/dev/null
   fi
   [ -n "${check_pid:-}" ] && kill "$check_pid" 2>/dev/null
   compose down -v >/dev/null 2>&1
@@ -135,7 +137,7 @@ gateway=$(podman network inspect "${PROJECT}_default" --format '{{range .Subnets
 step "end-to-end check with faults"
 .venv/bin/python deploy/harness/smoke_check.py --url "http://127.0.0.1:$RQ_PORT" \
   --web "$(names web)" --worker "$(names worker)" --webhook-bind "$gateway" --webhook-port "$hook_port" \
-  --state "$work/state" --outputs 200 --tasks 20 --decisions 30 --faults | tee "$work/check.log"
+  --state "$work/state" --outputs 200 --tasks 20 --decisions 30 --faults 2>&1 | tee "$work/check.log"
 summary=$(grep '^SMOKE ' "$work/check.log" | tail -1 | cut -d' ' -f2-)
 
 step "backup and restore drill"
@@ -151,7 +153,7 @@ podman exec -i "$db" pg_restore -U reviewqueue -d reviewqueue --no-owner --exit-
 WEB_REPLICAS=1 compose up -d web >/dev/null 2>&1
 wait_healthy web-only
 .venv/bin/python deploy/harness/smoke_check.py --url "http://127.0.0.1:$RQ_PORT" --web "$(names web)" \
-  --verify-restore "$work/state" | tee -a "$work/check.log"
+  --verify-restore "$work/state" 2>&1 | tee -a "$work/check.log"
 
 step "compose down -v"
 compose down -v >/dev/null 2>&1
@@ -167,7 +169,7 @@ kube="skipped"
 if [ "$SMOKE_KUBE" = 1 ]; then
   step "Kubernetes manifests under podman kube play"
   kube_up=$(date +%s)
-  .venv/bin/python deploy/harness/kube_play.py --project "$PROJECT" --port "$RQ_PORT" --out "$work/kube.yaml" | tee "$work/kube.log"
+  .venv/bin/python deploy/harness/kube_play.py --project "$PROJECT" --port "$RQ_PORT" --out "$work/kube.yaml" 2>&1 | tee "$work/kube.log"
   kube=$(grep '^KUBE ' "$work/kube.log" | tail -1 | cut -d' ' -f2-)
   podman kube down "$work/kube.yaml" >/dev/null 2>&1 || true
   echo "kube check took $(($(date +%s) - kube_up))s"

@@ -222,8 +222,8 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     ).split()
     token, receiver.secret = out[0], out[1]
     password = secrets.token_urlsafe(12)
-    manage(webs[0], "setup_roles", "--user", "smoke-reviewer", "--role", "reviewer", "--password", password)
-    manage(webs[0], "setup_roles", "--user", "smoke-operator", "--role", "operator", "--password", password)
+    manage(webs[0], "setup_roles", "--user", "smoke-reviewer", "--role", "reviewer", f"--password={password}")
+    manage(webs[0], "setup_roles", "--user", "smoke-operator", "--role", "operator", f"--password={password}")
     state = Path(args.state)
     state.mkdir(parents=True, exist_ok=True)
 
@@ -385,8 +385,8 @@ def short_check(url: str, web: str, outputs: int = 20, decisions: int = 5) -> di
         "--metrics",
     ).split()[0]
     password = secrets.token_urlsafe(12)
-    manage(web, "setup_roles", "--user", "kube-reviewer", "--role", "reviewer", "--password", password)
-    manage(web, "setup_roles", "--user", "kube-operator", "--role", "operator", "--password", password)
+    manage(web, "setup_roles", "--user", "kube-reviewer", "--role", "reviewer", f"--password={password}")
+    manage(web, "setup_roles", "--user", "kube-operator", "--role", "operator", f"--password={password}")
     client = Client(url, token, timeout=30)
     stored = 0
     for i in range(outputs):
@@ -471,6 +471,8 @@ def main() -> None:
         counts = run_check(args)
     print("SMOKE " + json.dumps(counts, sort_keys=True), flush=True)
     if failures:
+        # On stdout too: smoke.sh keeps this log and repeats its failures last.
+        print(f"{len(failures)} expectation(s) failed: {failures}", flush=True)
         print(f"{len(failures)} expectation(s) failed: {failures}", file=sys.stderr)
         sys.exit(1)
 
