@@ -171,11 +171,10 @@ def test_a_copy_reaches_nothing_a_real_item_reaches_through_all_its_rounds(
     assert Queue.current().gold_waiting == 0
 
 
-def test_three_different_answers_on_a_copy_wait_for_an_operator_unseen_by_the_operators(
-    admit_item: Callable[..., Any], gold: Callable[..., list[GoldItem]], team: list[Any], operator: Any
-) -> None:
+def three_ways(admit_item: Callable[..., Any], team: list[Any]) -> tuple[int, int]:
+    """A real item and its copy, each answered three different ways (approve,
+    reject, send back): both wait for an operator."""
     ann, ben, cat = team
-    gold(escalation_delay_minutes=None)
     real, copy = placed(admit_item)
     for pk, skip in ((real, (copy,)), (copy, (real,))):
         answer(ann, pk, approve=True, skip=skip)
@@ -183,6 +182,15 @@ def test_three_different_answers_on_a_copy_wait_for_an_operator_unseen_by_the_op
         assert services.claim(reviewer=cat, exclude=skip).pk == pk
         services.send_back(item_id=pk, reviewer=cat, note="another try")
         assert state(pk) == ("pending", OPERATOR_ROUND)
+    return real, copy
+
+
+def test_three_different_answers_on_a_copy_wait_for_an_operator_unseen_by_the_operators(
+    admit_item: Callable[..., Any], gold: Callable[..., list[GoldItem]], team: list[Any], operator: Any
+) -> None:
+    ann = team[0]
+    gold(escalation_delay_minutes=None)
+    real, copy = three_ways(admit_item, team)
     assert Queue.current().gold_waiting == 1  # it still waits, counted, as the real item does
     assert all(services.claim(reviewer=r) is None for r in team)
     # The operators see the real disagreement, not the copy.
@@ -209,14 +217,8 @@ def test_three_different_answers_on_a_copy_wait_for_an_operator_unseen_by_the_op
 def test_a_disagreement_an_operator_ends_in_bulk_takes_its_copy_with_it(
     admit_item: Callable[..., Any], gold: Callable[..., list[GoldItem]], team: list[Any], operator: Any, action: str
 ) -> None:
-    ann, ben, cat = team
     gold(escalation_delay_minutes=None)
-    real, copy = placed(admit_item)
-    for pk, skip in ((real, (copy,)), (copy, (real,))):
-        answer(ann, pk, approve=True, skip=skip)
-        answer(ben, pk, approve=False, skip=skip)
-        assert services.claim(reviewer=cat, exclude=skip).pk == pk
-        services.send_back(item_id=pk, reviewer=cat, note="another try")
+    _real, copy = three_ways(admit_item, team)
     assert Queue.current().gold_waiting == 1
     filters = ItemFilter(status="pending")
     seen = bulk.bulk_count(filters=filters, action=action)
