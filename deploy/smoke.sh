@@ -87,6 +87,10 @@ hook_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0
 export SECRET_KEY="smoke-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export POSTGRES_PASSWORD="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export RQ_ENV_FILE="$work/smoke.env" WEB_REPLICAS=2 WORKER_REPLICAS=2
+# The production relations at a small scale (docs/FAULTS.md): hard limit <
+# visibility timeout < stale-run age. A message lost with the killed worker
+# (a run still "running", never started) is resent by the stale-run sweep,
+# within the check's 240 s only if that age is this short.
 cat >"$RQ_ENV_FILE" <<EOF
 ALLOWED_HOSTS=127.0.0.1,localhost
 CSRF_TRUSTED_ORIGINS=http://127.0.0.1:$RQ_PORT
@@ -99,6 +103,7 @@ WEBHOOK_RETRY_FIRST_SECONDS=2
 CELERY_TASK_SOFT_TIME_LIMIT=40
 CELERY_TASK_TIME_LIMIT=50
 CELERY_VISIBILITY_TIMEOUT=60
+REVIEWQUEUE_STALE_RUN_SECONDS=75
 LOGIN_RATE_LIMIT=100/m
 LOG_LEVEL=WARNING
 WEB_CONCURRENCY=2

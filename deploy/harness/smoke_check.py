@@ -471,9 +471,8 @@ def main() -> None:
         counts = run_check(args)
     print("SMOKE " + json.dumps(counts, sort_keys=True), flush=True)
     if failures:
-        # On stdout too: smoke.sh keeps this log and repeats its failures last.
+        # On stdout, with the rest: smoke.sh keeps this log and repeats its failures last.
         print(f"{len(failures)} expectation(s) failed: {failures}", flush=True)
-        print(f"{len(failures)} expectation(s) failed: {failures}", file=sys.stderr)
         sys.exit(1)
 
 
