@@ -135,6 +135,9 @@ class Reviewer:
         self.http = httpx.Client(base_url=url, follow_redirects=True, timeout=30)
         self.upstreams: Counter[str] = Counter()
         self.http.event_hooks["response"] = [self._note]
+        # Decisions answered 200 whose page does not say the verdict was
+        # recorded: the item and what the page said instead.
+        self.unconfirmed: list[str] = []
         page = self.http.get("/login/")
         token = self._csrf(page.text)
         signed = self.http.post(
@@ -185,6 +188,9 @@ class Reviewer:
         answer = self.http.post(f"/review/{held.group(1)}/decide/", data=data, headers={"Referer": self.url})
         if answer.status_code in (502, 503, 504):
             raise Unanswered(f"the proxy answered {answer.status_code}")
+        if answer.status_code == 200 and "Undo (u) within" not in answer.text:
+            said = re.findall(r'class="notice[^"]*"[^>]*>\s*([^<]{1,160})', answer.text)
+            self.unconfirmed.append(f"#{held.group(1)} at {answer.url.path}: {said[:2]}")
         return answer.status_code == 200
 
 
@@ -322,6 +328,8 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
             decided += 1
     counts["decided"] = decided
     counts["upstreams"] = dict(reviewer.upstreams)
+    if reviewer.unconfirmed:
+        counts["decided_unconfirmed"] = reviewer.unconfirmed[:5]
     expect(decided == args.decisions, f"the reviewer decided {args.decisions} items over HTTP")
     if len(webs) > 1:
         spread = counts.get("replicas_answering_before_stop", len([u for u in reviewer.upstreams if u != "?"]))
