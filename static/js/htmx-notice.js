@@ -47,6 +47,27 @@
     return "The server refused that (" + xhr.status + "). Reload the page and try again.";
   }
 
+  function pathOf(url) {
+    try {
+      return new URL(url, window.location.href).pathname;
+    } catch (e) {
+      return "";
+    }
+  }
+
+  // A session that ended sends an htmx request to the sign-in page, whose
+  // whole document htmx would swap into the region that asked: go there for
+  // real instead, and come back to this page afterwards. A page script that
+  // already took care of it has turned the swap off.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var login = document.body.getAttribute("data-login-url");
+    var xhr = event.detail.xhr;
+    if (!login || !xhr || !xhr.responseURL || !event.detail.shouldSwap) return;
+    if (pathOf(xhr.responseURL) !== pathOf(login) || pathOf(event.detail.pathInfo.requestPath) === pathOf(login)) return;
+    event.detail.shouldSwap = false;
+    window.location.assign(login + "?next=" + encodeURIComponent(window.location.pathname + window.location.search));
+  });
+
   document.addEventListener("htmx:responseError", function (event) {
     say(event, statusText(event.detail.xhr));
   });

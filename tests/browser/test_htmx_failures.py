@@ -105,3 +105,18 @@ def test_the_quality_page_says_a_lost_connection_too(
     page.click("#probe-button")
     expect(page.locator("#htmx-problem")).to_contain_text("The server did not answer")
     drop_expected(console_errors, "ERR_CONNECTION_REFUSED", "htmx:sendError", "htmx:afterRequest")
+
+
+def test_a_poll_after_the_session_ended_goes_to_sign_in_not_into_the_page(
+    new_context: Any, login: Any, live_server: Any, operator: Any
+) -> None:
+    """The poll follows the redirect to the sign-in page; that whole page must
+    not be swapped into the dashboard's live region."""
+    context = new_context()
+    page = context.new_page()
+    login(page, "otto")
+    page.goto(f"{live_server.url}/ops/?queue=default")
+    context.clear_cookies()
+    page.wait_for_url("**/login/?next=%2Fops%2F%3Fqueue%3Ddefault", timeout=15_000)
+    expect(page.locator("#id_username")).to_have_count(1)
+    expect(page.locator("#live")).to_have_count(0)
