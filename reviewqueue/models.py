@@ -4,6 +4,7 @@ touch several rows (admit, claim, decide) live in the services package."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Collection
 from typing import Any
 
@@ -335,6 +336,8 @@ class Queue(models.Model):
             policy.check_slug(self.slug)
         except policy.PolicyError as exc:
             errors["slug"] = exc.message
+        if any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in self.name):
+            errors["name"] = "A queue's name is printable text: no control characters or line breaks."
         for build in (self.watermarks, self.tuner):
             try:
                 build()

@@ -113,3 +113,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics.metrics, name="metrics"),
 ]
+
+handler404 = "reviewqueue.views.errors.not_found"
+handler500 = "reviewqueue.views.errors.server_error"

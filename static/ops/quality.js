@@ -1,7 +1,8 @@
 /* The review-quality page. A settle form refused by the server (400: a
    missing label or note, an item already settled) comes back with its
    errors and what was typed; htmx would drop an error answer, so it is
-   swapped in like any other. Any other failure is said above the page. */
+   swapped in like any other. Any other failed answer is said above the page;
+   no answer at all, by the site-wide notice (static/js/htmx-notice.js). */
 (function () {
   "use strict";
   var problem = document.getElementById("quality-problem");
@@ -17,6 +18,7 @@
     if (problem) {
       problem.textContent = "The server refused that (" + xhr.status + "). Nothing was changed; reload the page.";
       problem.hidden = false;
+      xhr.reviewqueueSaid = true; // the site-wide notice keeps quiet
     }
   });
   // Swapped-in content is announced by htmx:load on the new element (an

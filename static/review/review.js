@@ -468,13 +468,20 @@
     if (saved) note.value = saved;
   }
 
+  // True when the card had a place to say it; otherwise the site-wide
+  // notice (static/js/htmx-notice.js) says it.
   function showProblem(text) {
     var notices = $("#card .notices");
-    if (!notices) return;
+    if (!notices) return false;
     var p = document.createElement("p");
     p.className = "notice notice-error";
     p.textContent = text;
     notices.replaceChildren(p);
+    return true;
+  }
+
+  function saidOnCard(xhr, text) {
+    if (showProblem(text) && xhr) xhr.reviewqueueSaid = true;
   }
 
   var shownItem = null;
@@ -553,9 +560,9 @@
     }
     if (xhr.status === 503 && !event.detail.shouldSwap) {
       // The database is away: say so and keep the card, so the same key works again.
-      showProblem(unavailableText(xhr.responseText));
+      saidOnCard(xhr, unavailableText(xhr.responseText));
     } else if (xhr.status >= 400 && !event.detail.shouldSwap) {
-      showProblem("The server refused that (" + xhr.status + "). Nothing was recorded; reload the page.");
+      saidOnCard(xhr, "The server refused that (" + xhr.status + "). Nothing was recorded; reload the page.");
     }
   }
 
@@ -591,8 +598,11 @@
   document.addEventListener("htmx:afterSettle", function (event) {
     if (event.target && event.target.id === "card") onCardSettled();
   });
-  document.addEventListener("htmx:sendError", function () {
-    showProblem("The server did not answer. Nothing was lost: your choice is still here, try again.");
+  document.addEventListener("htmx:sendError", function (event) {
+    saidOnCard(event.detail.xhr, "The server did not answer. Nothing was lost: your choice is still here, try again.");
+  });
+  document.addEventListener("htmx:timeout", function (event) {
+    saidOnCard(event.detail.xhr, "The server took too long to answer. Reload the page to see whether it was recorded.");
   });
   document.addEventListener("htmx:beforeRequest", function (event) {
     // A decision in flight: the note belongs to this item until the answer comes.

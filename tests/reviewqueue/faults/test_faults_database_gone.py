@@ -63,12 +63,14 @@ def assert_unavailable_page(response: Any, *, whole: bool) -> None:
 
 
 @DEBUG
-@pytest.mark.parametrize("path", ["/review/", "/ops/"])
+@pytest.mark.parametrize("path", ["/review/", "/ops/", "/review/history/", "/ops/items/", "/ops/quality/", "/admin/"])
 def test_a_signed_in_page_answers_503_when_the_database_is_gone(
     debug: bool, path: str, debug_client: Callable[[bool], Client], reviewer: User, operator: User, database_gone: Any
 ) -> None:
     client = debug_client(debug)
-    client.force_login(reviewer if path == "/review/" else operator)
+    operator.is_staff = True
+    operator.save()
+    client.force_login(reviewer if path.startswith("/review/") else operator)
     with database_gone():
         response = client.get(path)
     assert_unavailable_page(response, whole=True)

@@ -693,6 +693,21 @@ def test_a_bad_slug_gets_one_error_stating_our_rule(client: Client, operator: Us
     assert "underscores" not in response.content.decode()
 
 
+@pytest.mark.parametrize("name", ["Night\x07shift", "Night\x1b[31mshift", "Night\nshift", "Night\u2028shift"])
+def test_a_queue_name_with_control_characters_is_refused_beside_the_field(
+    client: Client, operator: User, name: str
+) -> None:
+    """A bell, an escape or a line break in a name would travel into every
+    page, log line and export that shows the queue."""
+    client.force_login(operator)
+    response = client.post(reverse("ops:queues"), {"slug": "night-shift", "name": name, "capacity": "5"})
+    assert response.status_code == 400
+    errors = response.context["form"].errors["name"]
+    assert errors == ["A queue's name is printable text: no control characters or line breaks."]
+    assert 'id="id_name_error"' in response.content.decode()
+    assert not Queue.objects.filter(slug="night-shift").exists()
+
+
 def test_the_routing_page_has_no_duplicate_id_and_each_label_points_into_its_own_form(
     client: Client, operator: User
 ) -> None:
