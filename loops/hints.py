@@ -112,6 +112,16 @@ def _unescape(text: str) -> str:
         return text.replace("\\", "")
 
 
+_QUOTED_PRINTABLE = re.compile(r"=([0-9A-Fa-f]{2})")
+
+
+def _unquote_printable(text: str) -> str:
+    """Quoted-printable escapes (``=68=65``) undone, as UTF-8 like %-escapes."""
+    if "=" not in text:
+        return text
+    return unquote(_QUOTED_PRINTABLE.sub(r"%\1", text.replace("%", "%25")))
+
+
 def _json_string(text: str) -> str:
     try:
         value = json.loads(text)
@@ -129,6 +139,7 @@ _LAYERS: tuple[Callable[[str], str], ...] = (
     html.unescape,
     unquote,
     unquote_plus,
+    _unquote_printable,
     _unescape,
     _json_string,
     str.casefold,
@@ -232,6 +243,9 @@ def _views(flat: str) -> set[str]:
 _B64_RUN = re.compile(rf"[A-Za-z0-9+/_-]{{{_ENCODED_RUN},}}")
 _HEX_SEPARATORS = re.compile(r"0[xX]|\\x|[\s,:;%.-]")
 _B64_WORD = re.compile(r"[A-Za-z0-9+/_-]{4,}")
+# Three or more numbers in a row: character codes ("104 101 108", "1101000, 1100101").
+_CODES = re.compile(r"(?<!\d)\d{2,8}(?:[\s,;]+\d{2,8}){2,}(?!\d)")
+_NUMBER = re.compile(r"\d+")
 _HEX_SHORT_RUN = re.compile(r"[0-9a-fA-F]{6,}")
 
 
@@ -243,10 +257,11 @@ def _drop_invisible(text: str) -> str:
     return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
 
 
-def _encoded_runs(text: str) -> set[tuple[str, str]]:
+def _encoded_runs(text: str, short_words: bool = True) -> set[tuple[str, str]]:
     """The base64-like and hex-like runs of ``text``, whitespace, invisible
     characters and hex separators (``0x``, ``\\x``, commas, colons) removed
-    first, and look-alike letters read as the ASCII ones they copy."""
+    first, and look-alike letters read as the ASCII ones they copy; words of
+    base64 under 16 characters only with ``short_words``."""
     text = _drop_invisible(_nfkc(text)).translate(_skeleton_cased())
     # Both with whitespace removed (base64 wrapped over lines) and as written:
     # removing it glues a one-line base64 to the words around it, which then
@@ -255,29 +270,60 @@ def _encoded_runs(text: str) -> set[tuple[str, str]]:
     # Words as written are decoded down to 4 characters: a short secret's
     # base64 in a case of its own ("aEVsTG8=" is "hElLo"), which no pattern
     # of ``_encoded_patterns`` lists. Hex down to 3 bytes.
-    runs.update(("b64", run) for run in _B64_WORD.findall(text))
+    words = _B64_WORD.findall(text)
+    runs.update(("b64", run) for run in words if short_words or len(run) >= _ENCODED_RUN)
     runs.update(("hex", run) for run in _HEX_SHORT_RUN.findall(_HEX_SEPARATORS.sub("", text)))
+    runs.update(("codes", run) for run in _CODES.findall(text))
     return runs
 
 
 def _decode(kind: str, run: str) -> list[str]:
     """A run decoded at every alignment (a run may start mid-group, after a
     prefix that happened to use the same alphabet)."""
-    out: list[str] = []
+    if kind == "codes":
+        return _decode_codes(run)
+    raws: list[bytes] = []
     if kind == "hex":
         for start in (0, 1):
             part = run[start:]
-            out.append(bytes.fromhex(part[: len(part) - len(part) % 2]).decode("utf-8", "replace"))
-        return out
-    standard = run.replace("-", "+").replace("_", "/")
-    for start in range(4):
-        part = standard[start:]
-        # An unpadded last group of 2 or 3 characters still holds 1 or 2 bytes.
-        part = part[:-1] if len(part) % 4 == 1 else part + "=" * (-len(part) % 4)
-        try:
-            out.append(base64.b64decode(part, validate=True).decode("utf-8", "replace"))
-        except (binascii.Error, ValueError):
-            continue
+            raws.append(bytes.fromhex(part[: len(part) - len(part) % 2]))
+    else:
+        standard = run.replace("-", "+").replace("_", "/")
+        for start in range(4):
+            part = standard[start:]
+            # An unpadded last group of 2 or 3 characters still holds 1 or 2 bytes.
+            part = part[:-1] if len(part) % 4 == 1 else part + "=" * (-len(part) % 4)
+            try:
+                raws.append(base64.b64decode(part, validate=True))
+            except (binascii.Error, ValueError):
+                continue
+    return [text for raw in raws for text in _bytes_as_text(raw)]
+
+
+def _bytes_as_text(raw: bytes) -> list[str]:
+    """``raw`` read as UTF-8, and as UTF-16 (either byte order, either start)
+    when a quarter of it or more is zero bytes, as ASCII in UTF-16 is."""
+    out = [raw.decode("utf-8", "replace")]
+    if raw and 4 * raw.count(0) >= len(raw):
+        for part in (raw, raw[1:]):
+            part = part[: len(part) - len(part) % 2]
+            out += [part.decode("utf-16-le", "replace"), part.decode("utf-16-be", "replace")]
+    return out
+
+
+def _decode_codes(run: str) -> list[str]:
+    """A run of numbers read as character codes: in decimal, and in octal or
+    binary when every number can be one."""
+    numbers = _NUMBER.findall(run)
+    out = []
+    for base, fits in (
+        (10, True),
+        (8, all(set(n) <= set("01234567") for n in numbers)),
+        (2, all(set(n) <= {"0", "1"} and len(n) >= 7 for n in numbers)),
+    ):
+        if fits:
+            codes = [int(n, base) for n in numbers]
+            out.append("".join(chr(c) if 0 < c < 0x110000 else "\ufffd" for c in codes))
     return out
 
 
@@ -286,6 +332,7 @@ def _decode(kind: str, run: str) -> list[str]:
 # at least this long: a 3-byte secret's base64 after a 1- or 2-byte prefix
 # fixes only three characters, too few to tell from chance.
 _MIN_PATTERN = 4
+_TURNED_WORDS_UP_TO = 1000
 _B64_ALPHABET = str.maketrans("-_", "+/")
 
 
@@ -324,11 +371,8 @@ _PRINTABLE_STRETCH = re.compile(rf"[^\ufffd\x00-\x1f\x7f-\x9f]{{{WINDOW},}}")
 
 def _has_pattern(text: str, index: dict[str, list[str]]) -> bool:
     """Whether ``text`` holds a pattern of ``index`` (``Redactor._pattern_index``)."""
-    for i in range(len(text) - _MIN_PATTERN + 1):
-        candidates = index.get(text[i : i + _MIN_PATTERN])
-        if candidates and any(text.startswith(pattern, i) for pattern in candidates):
-            return True
-    return False
+    starts = {text[i : i + _MIN_PATTERN] for i in range(len(text) - _MIN_PATTERN + 1)}
+    return any(pattern in text for key in starts & index.keys() for pattern in index[key])
 
 
 def _is_text(decoded: str) -> bool:
@@ -344,17 +388,22 @@ def _is_text(decoded: str) -> bool:
     return readable >= _PRINTABLE_SHARE * len(decoded)
 
 
-def _decoded_readings(texts: Iterable[str]) -> list[str] | None:
-    """What the base64 and hex runs of ``texts`` decode to, each also with its
-    escapes undone, and what those decode to in turn (base64 of base64); None
-    when there are too many runs to read them all."""
+def _decoded_readings(texts: Iterable[str], turned: Iterable[str] = ()) -> list[str] | None:
+    """What the base64 and hex runs of ``texts`` and ``turned`` decode to,
+    each also with its escapes undone, and what those decode to in turn
+    (base64 of base64); None when there are too many runs to read them all.
+    ``turned`` (the texts reversed or in rot13) longer than
+    ``_TURNED_WORDS_UP_TO`` are not read word by word under 16 characters:
+    a short secret's base64 turned round is one of its patterns
+    (``_encoded_patterns``) but for a 3-character secret after a prefix, and
+    every word of a long log read four ways more would cost much."""
     out: list[str] = []
     seen: set[tuple[str, str]] = set()
-    layer = list(texts)
+    layer = [(text, True) for text in texts] + [(text, len(text) <= _TURNED_WORDS_UP_TO) for text in turned]
     for _ in range(_DECODE_DEPTH // 2):
         runs: set[tuple[str, str]] = set()
-        for text in layer:
-            runs |= _encoded_runs(text) - seen
+        for text, short_words in layer:
+            runs |= _encoded_runs(text, short_words) - seen
             if len(runs) + len(seen) > _MAX_ENCODED_RUNS:
                 return None
         seen |= runs
@@ -364,8 +413,8 @@ def _decoded_readings(texts: Iterable[str]) -> list[str] | None:
                 # Words glued to wrapped base64 decode to noise around the text:
                 # a long printable stretch of a decoding is read on its own.
                 for text in [decoded] if _is_text(decoded) else _PRINTABLE_STRETCH.findall(decoded):
-                    layer.extend({text, _unescape(text), unquote(text), html.unescape(text)})
-        out.extend(layer)
+                    layer.extend((t, True) for t in {text, _unescape(text), unquote(text), html.unescape(text)})
+        out.extend(text for text, _ in layer)
         if not layer:
             break
     return out
@@ -437,7 +486,7 @@ class Redactor:
         # Reversed and rot13 too: base64 or hex written backwards, or rotated,
         # only decodes once turned back.
         turned = {codecs.encode(variant, "rot13") for variant in variants}
-        decoded = _decoded_readings({*variants, *turned, *(text[::-1] for text in (*variants, *turned))})
+        decoded = _decoded_readings(variants, {*turned, *(text[::-1] for text in (*variants, *turned))})
         if decoded is None:
             return True
         return any(self._shows(variant) for variant in (*variants, *decoded))

@@ -368,3 +368,36 @@ def test_a_note_in_other_words_passes_in_any_letters(
     """Reading accents, capitals and look-alikes does not turn other words into a copy."""
     disguised = disguise(note, forms, accents)
     assert Redactor.for_secrets([about]).redact(disguised) == disguised
+
+
+MORE_ENCODINGS: dict[str, Callable[[str], str]] = {
+    "quoted_printable": lambda s: "".join(f"={b:02X}" for b in s.encode()),
+    "base64_of_utf16": lambda s: base64.b64encode(s.encode("utf-16-le")).decode(),
+    "base64_of_utf16_with_bom": lambda s: base64.b64encode(s.encode("utf-16")).decode(),
+    "hex_of_utf16_be": lambda s: s.encode("utf-16-be").hex(),
+    "decimal_codes": lambda s: " ".join(str(ord(ch)) for ch in s),
+    "decimal_codes_commas": lambda s: ", ".join(str(ord(ch)) for ch in s),
+    "octal_codes": lambda s: " ".join(f"{ord(ch):o}" for ch in s),
+    "binary_codes": lambda s: " ".join(f"{ord(ch):08b}" for ch in s),
+}
+
+
+@pytest.mark.parametrize("secret", ["hello", "rhythm", "tens followed by a subtractive four"])
+@pytest.mark.parametrize("encoding", sorted(MORE_ENCODINGS))
+def test_quoted_printable_utf16_and_character_codes_are_withheld(secret: str, encoding: str) -> None:
+    note = f"please look at {MORE_ENCODINGS[encoding](secret)} and fix it"
+    assert Redactor.for_secrets([secret]).redact(note) == REDACTED, note
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "it fails on lines 12, 48 and 97 of the test run",
+        "expected [10, 20, 30] but got [10, 20, 31]",
+        "ports 8080 8443 9090 are taken",
+        "see RFC 2045 = quoted printable, x=41 y=42",
+    ],
+)
+def test_ordinary_numbers_and_equals_signs_pass(note: str) -> None:
+    redactor = Redactor.for_secrets([s for task in builtin_suite() for s in task.secrets()])
+    assert redactor.redact(note) == note
