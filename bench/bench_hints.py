@@ -1,6 +1,6 @@
 """The hint redactor's cost per fragment, as ratios.
 
-    .venv/bin/python bench/bench_hints.py [--repeat 30] [--against REV]
+    .venv/bin/python bench/bench_hints.py [--repeat 30] [--rounds 5] [--against REV]
 
 Each fragment (an ordinary send-back note, a longer note, a log tail of
 paths and identifiers, a note with a base64 token and a hash, an escaped
@@ -65,6 +65,7 @@ def timed(redact: Callable[[str], str], fragment: str, repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the best of each side is kept")
     parser.add_argument("--against", help="a git revision whose loops/hints.py is timed beside the current one")
     args = parser.parse_args()
     secrets = [s for task in builtin_suite() for s in task.secrets()]
@@ -74,10 +75,11 @@ def main() -> None:
     header = f"{'fragment':26s} {'current':>11s} {'no patterns':>11s} {'ratio':>6s}"
     print(header + (f" {args.against[:10]:>11s} {'ratio':>6s}" if before else ""))
     for name, fragment in FRAGMENTS.items():
-        # Interleaved, each twice, so a neighbour's burst falls on every side alike.
+        # Interleaved, in rounds, so a neighbour's burst falls on every side alike;
+        # the best round of each side is kept.
         sides = [current.redact, without.redact] + ([before.redact] if before else [])
         times = [[], [], []]
-        for _ in range(2):
+        for _ in range(args.rounds):
             for i, side in enumerate(sides):
                 times[i].append(timed(side, fragment, args.repeat))
         now, off, old = (min(t) if t else 0.0 for t in times)

@@ -30,6 +30,7 @@ import binascii
 import codecs
 import functools
 import html
+import itertools
 import json
 import re
 import unicodedata
@@ -432,6 +433,7 @@ class Redactor:
     long_grams: tuple[frozenset[str], ...] = ()  # the CHUNK-letter slices of each of ``long``
     b64_patterns: frozenset[str] = frozenset()  # the base64 of each short secret (``_encoded_patterns``)
     hex_patterns: frozenset[str] = frozenset()  # and its hex
+    shifted: frozenset[str] = frozenset()  # ``_shifts`` of every WINDOW letters of a long secret, either way
 
     @classmethod
     def for_secrets(cls, secrets: Iterable[str]) -> Redactor:
@@ -441,6 +443,7 @@ class Redactor:
         long: set[str] = set()
         b64: set[str] = set()
         hexes: set[str] = set()
+        shifted: set[str] = set()
         for secret in secrets:
             if MIN_SECRET <= len(normalise(secret)) <= WINDOW:
                 more_b64, more_hex = _encoded_patterns(secret.strip())
@@ -463,6 +466,9 @@ class Redactor:
                     for view in _views(flat):
                         windows.update(_slices(view))
                         long.add(view)
+                    letters = "".join(ch for ch in flat if ch.isalpha())
+                    for way in (letters, letters[::-1]):
+                        shifted.update(_slices(_shifts(way), WINDOW - 1))
         ordered = tuple(sorted(long))
         return cls(
             frozenset(windows),
@@ -472,6 +478,7 @@ class Redactor:
             tuple(_grams(secret) for secret in ordered),
             frozenset(b64),
             frozenset(hexes),
+            frozenset(shifted),
         )
 
     def leaks(self, fragment: str) -> bool:
@@ -526,6 +533,14 @@ class Redactor:
         words = _DIGITS_AMONG_LETTERS.findall(_nfkc(variant).translate(_skeleton_cased()).casefold())
         return any(number in word.translate(_DIGIT_LOOKALIKES) for word in words for number in self.numbers)
 
+    def _shows_shifted(self, plain: str) -> bool:
+        """Whether WINDOW letters of a long secret show in ``plain`` under a
+        Caesar shift (``_shifts``)."""
+        letters = _NOT_LETTERS.sub("", plain)
+        if len(letters) < WINDOW:
+            return False
+        return not self.shifted.isdisjoint(_slices(_shifts(letters), WINDOW - 1))
+
     def _shows(self, variant: str) -> bool:
         # rot13 turns letters only: look-alikes and leet digits put in before it
         # keep their place, those put in after it were rotated. So the letters
@@ -534,6 +549,8 @@ class Redactor:
         if self.numbers and self._shows_number_in_letters(variant):
             return True
         plain = normalise(variant)
+        if self.shifted and self._shows_shifted(plain):
+            return True
         return any(
             self._shows_flat(flat)
             for flat in (plain, normalise(codecs.encode(variant, "rot13")), plain.translate(_ROT13))
@@ -587,8 +604,19 @@ def _pieced_together(secret: str, grams: frozenset[str]) -> bool:
     return len(covered) >= CHUNK_COVER * len(secret)
 
 
-def _slices(flat: str) -> set[str]:
-    return {flat[i : i + WINDOW] for i in range(len(flat) - WINDOW + 1)}
+def _slices(flat: str, size: int = WINDOW) -> set[str]:
+    return {flat[i : i + size] for i in range(len(flat) - size + 1)}
+
+
+_NOT_LETTERS = re.compile(r"[^a-z]+")
+_SHIFT = {(a, b): chr(97 + (ord(b) - ord(a)) % 26) for a in map(chr, range(97, 123)) for b in map(chr, range(97, 123))}
+
+
+def _shifts(letters: str) -> str:
+    """How far each letter is from the one before it, in the alphabet, as a
+    letter: the same for a text and any Caesar shift of it ("abc", "nop" and
+    "bcd" all give "bb"), so a long secret is found under any of the 25."""
+    return "".join(map(_SHIFT.__getitem__, itertools.pairwise(letters)))
 
 
 def redact(fragment: str, secrets: Iterable[str]) -> str:

@@ -401,3 +401,20 @@ def test_quoted_printable_utf16_and_character_codes_are_withheld(secret: str, en
 def test_ordinary_numbers_and_equals_signs_pass(note: str) -> None:
     redactor = Redactor.for_secrets([s for task in builtin_suite() for s in task.secrets()])
     assert redactor.redact(note) == note
+
+
+def caesar(text: str, shift: int) -> str:
+    return "".join(
+        chr((ord(ch) - base + shift) % 26 + base) if ch.isascii() and ch.isalpha() else ch
+        for ch in text
+        for base in [ord("a") if ch.islower() else ord("A")]
+    )
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(about=about_text, shift=st.integers(1, 25), backwards=st.booleans())
+def test_a_long_secret_under_any_caesar_shift_is_withheld(about: str, shift: int, backwards: bool) -> None:
+    """rot13 was the only shift read: rot1 or rot7 of an about text reached the prompt."""
+    shifted = caesar(about, shift)
+    note = f"decode this: {shifted[::-1] if backwards else shifted} (shift {shift})"
+    assert Redactor.for_secrets([about]).redact(note) == REDACTED, note
