@@ -456,17 +456,19 @@ class Redactor:
                 if flat.isdigit() and len(flat) <= WINDOW:
                     # "120" folded would be "izo", inside "horizon": a number is looked for as digits
                     numbers.update({flat, flat[::-1]})
-                    # and in the other bases Python writes: 100 as 0x64, 0o144, 0b1100100
-                    numbers.update(
-                        f"{prefix}{int(flat):{base}}" for prefix, base in (("0x", "x"), ("0o", "o"), ("0b", "b"))
-                    )
+                    if flat.isascii() and not flat.startswith("0"):
+                        # and in the other bases Python writes: 100 as 0x64, 0o144, 0b1100100
+                        # (not "007": "0x7" starts many an address)
+                        numbers.update(
+                            f"{prefix}{int(flat):{base}}" for prefix, base in (("0x", "x"), ("0o", "o"), ("0b", "b"))
+                        )
                 elif len(flat) <= WINDOW:
                     short.update(_views(flat))
                 else:
                     for view in _views(flat):
                         windows.update(_slices(view))
                         long.add(view)
-                    letters = "".join(ch for ch in flat if ch.isalpha())
+                    letters = _NOT_LETTERS.sub("", flat)  # a Latin shift of Latin letters only
                     for way in (letters, letters[::-1]):
                         shifted.update(_slices(_shifts(way), WINDOW - 1))
         ordered = tuple(sorted(long))

@@ -418,3 +418,17 @@ def test_a_long_secret_under_any_caesar_shift_is_withheld(about: str, shift: int
     shifted = caesar(about, shift)
     note = f"decode this: {shifted[::-1] if backwards else shifted} (shift {shift})"
     assert Redactor.for_secrets([about]).redact(note) == REDACTED, note
+
+
+def test_a_secret_in_another_script_builds_a_redactor_and_is_withheld() -> None:
+    """Letters outside a to z have no Caesar shift: reading one as if it had
+    raised KeyError while the redactor was built, before any note was read."""
+    about = "η λίστα επιστρέφει κενή τιμή"
+    assert Redactor.for_secrets([about]).redact(f"hint: {about}") == REDACTED
+
+
+def test_a_number_with_leading_zeros_is_not_looked_for_in_other_bases() -> None:
+    """ "007" in hex would be "0x7", which starts many an address."""
+    redactor = Redactor.for_secrets(["007"])
+    assert redactor.redact("segfault at 0x7ffd1234") == "segfault at 0x7ffd1234"
+    assert redactor.redact("try 007") == REDACTED
