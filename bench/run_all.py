@@ -134,6 +134,11 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str], int]]:
             180,
         ),
         (
+            "hint redactor, per fragment",
+            [py, str(BENCH / "bench_hints.py"), "--repeat", str(args.hints_repeat)],
+            120,
+        ),
+        (
             "webhooks: latency, decide cost",
             [
                 py,
@@ -194,6 +199,7 @@ def main() -> None:
     parser.add_argument("--adapters-rounds", type=int, default=5)
     parser.add_argument("--render-size", type=int, default=500_000)
     parser.add_argument("--render-old-sizes", default="2000,4000")
+    parser.add_argument("--hints-repeat", type=int, default=30, help="hint redactor bench: calls per timing")
     args = parser.parse_args()
     if args.quick:
         args.admit_n, args.http_items, args.decided, args.pending = 300, 30, 20_000, 2_000
@@ -204,6 +210,7 @@ def main() -> None:
         # A smoke run checks each bench runs and its checks hold: one level, one round.
         args.contention_levels, args.webhook_rounds = "16", 1
         args.render_size, args.render_old_sizes = 50_000, "1000"
+        args.hints_repeat = 3
         # Many queues: still 100 of them, each small; two rounds of each admission side.
         args.queues_admit_per_writer, args.queues_admit_rounds = 40, 2
         args.queue_pending, args.queue_decided, args.queue_sample_hours = 200, 20, 1
