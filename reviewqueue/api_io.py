@@ -14,6 +14,20 @@ from .finality import is_final
 from .models import LoopRun, ReviewItem
 
 
+def _run_told(run: LoopRun) -> bool:
+    """Whether the producer may read the run: any run but one resumed after
+    a send-back that is not final, or was undone (``finality``): until then
+    the send-back is not told, and neither is the run it would start."""
+    if run.resumed_from_id is None:
+        return True
+    sent_back = run.resumed_from.item if run.resumed_from is not None else None
+    return (
+        sent_back is not None
+        and sent_back.status == ReviewItem.Status.SENT_BACK
+        and is_final(sent_back.decided_at, timezone.now())
+    )
+
+
 def _run_body(run: LoopRun, *, created: bool = False) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
