@@ -90,6 +90,12 @@ def _common(item: ReviewItem) -> dict[str, Any]:
 VERDICT_STATUSES = (ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED, ReviewItem.Status.SENT_BACK)
 
 
+def _told_status(item: ReviewItem) -> str:
+    """The item's status as its producer may be told it: ``claimed`` while
+    its verdict can still be taken back."""
+    return item.status if _told(item) else ReviewItem.Status.CLAIMED
+
+
 def _told(item: ReviewItem) -> bool:
     """Whether the producer may be told the item's status as it is."""
     return item.status not in VERDICT_STATUSES or is_final(item.decided_at, timezone.now())

@@ -16,7 +16,7 @@ from ninja.security import HttpBearer
 from pydantic import field_validator
 
 from .. import agreement, services, stats
-from ..api_io import _item_body, _run_body, _run_told, _sent_back_item
+from ..api_io import _item_body, _run_body, _run_told, _sent_back_item, _told_status
 from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
 from ..services import routing
@@ -296,7 +296,7 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
         "outcome": result.outcome,
         "item_id": item.pk,
         "queue": result.queue,
-        "status": item.status,
+        "status": _told_status(item),  # a duplicate's first item may hold an undoable verdict
         "mode": result.mode,
         "depth": result.depth,
         "capacity": result.capacity,

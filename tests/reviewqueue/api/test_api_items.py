@@ -104,3 +104,24 @@ def test_the_schema_says_what_each_filter_takes(client: Client) -> None:
     assert all(described.values()), [name for name, text in described.items() if not text]
     assert "YYYY-MM-DD" in described["since"] and "YYYY-MM-DD" in described["until"]
     assert "whole number" in described["version"]
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_a_repeated_push_does_not_tell_a_verdict_inside_its_undo_window(
+    client: Client, headers: Any, reviewer: Any, settings: Any, approve: bool
+) -> None:
+    """The answer to a repeated idempotency key names the first item's
+    status: as GET /api/items/{id} shows it, never an undoable verdict."""
+    settings.REVIEWQUEUE_UNDO_SECONDS = 3600
+    body = {"idempotency_key": "k-1", "task_description": "Summarise", "final_output": "text"}
+
+    def push() -> Any:
+        return client.post("/api/outputs", body, content_type="application/json", headers=headers["a"]).json()
+
+    item_id = push()["item_id"]
+    services.claim(reviewer=reviewer)
+    services.decide(item_id=item_id, reviewer=reviewer, approve=approve, reason_label="unclear")
+    again = push()
+    assert (again["outcome"], again["item_id"], again["status"]) == ("duplicate", item_id, "claimed")
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0
+    assert push()["status"] == ("approved" if approve else "rejected")
