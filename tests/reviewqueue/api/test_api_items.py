@@ -125,3 +125,38 @@ def test_a_repeated_push_does_not_tell_a_verdict_inside_its_undo_window(
     assert (again["outcome"], again["item_id"], again["status"]) == ("duplicate", item_id, "claimed")
     settings.REVIEWQUEUE_UNDO_SECONDS = 0
     assert push()["status"] == ("approved" if approve else "rejected")
+
+
+@pytest.mark.parametrize("action", ["approve", "edit", "reject", "send_back"])
+def test_inside_the_undo_window_no_read_or_filter_tells_the_verdict(
+    client: Client, headers: Any, admit_item: Any, reviewer: Any, settings: Any, action: str
+) -> None:
+    """After each kind of verdict, and after its undo, the item, the list
+    and every filter of it read exactly as they did while it was held."""
+    from reviewqueue.models import ReviewItem, Verdict
+
+    settings.REVIEWQUEUE_UNDO_SECONDS = 3600
+    item = admit_item(producer="a").item
+    services.claim(reviewer=reviewer)
+
+    def seen() -> dict[str, Any]:
+        views: dict[str, Any] = {"item": client.get(f"/api/items/{item.pk}", headers=headers["a"]).json()}
+        filters = [("status", s) for s in ReviewItem.Status.values] + [("decision", d) for d in Verdict.Decision.values]
+        filters += [("label", "unclear"), ("", "")]
+        for name, value in filters:
+            query = {name: value} if name else {}
+            views[f"{name}={value}"] = client.get("/api/items", query, headers=headers["a"]).json()
+        return views
+
+    held = seen()
+    if action == "send_back":
+        services.send_back(item_id=item.pk, reviewer=reviewer, note="again")
+    else:
+        edited = "changed" if action == "edit" else ""
+        approve = action != "reject"
+        services.decide(
+            item_id=item.pk, reviewer=reviewer, approve=approve, reason_label="unclear", edited_output=edited
+        )
+    assert seen() == held
+    services.undo(reviewer=reviewer)
+    assert seen() == held
