@@ -14,6 +14,20 @@ from .finality import is_final
 from .models import LoopRun, ReviewItem
 
 
+def _run_told(run: LoopRun) -> bool:
+    """Whether the producer may read the run: any run but one resumed after
+    a send-back that is not final, or was undone (``finality``): until then
+    the send-back is not told, and neither is the run it would start."""
+    if run.resumed_from_id is None:
+        return True
+    sent_back = run.resumed_from.item if run.resumed_from is not None else None
+    return (
+        sent_back is not None
+        and sent_back.status == ReviewItem.Status.SENT_BACK
+        and is_final(sent_back.decided_at, timezone.now())
+    )
+
+
 def _run_body(run: LoopRun, *, created: bool = False) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
@@ -74,6 +88,12 @@ def _common(item: ReviewItem) -> dict[str, Any]:
 
 # The statuses a reviewer's verdict gives, told only once final.
 VERDICT_STATUSES = (ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED, ReviewItem.Status.SENT_BACK)
+
+
+def _told_status(item: ReviewItem) -> str:
+    """The item's status as its producer may be told it: ``claimed`` while
+    its verdict can still be taken back."""
+    return item.status if _told(item) else ReviewItem.Status.CLAIMED
 
 
 def _told(item: ReviewItem) -> bool:

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import (
     Count,
     DurationField,
@@ -39,6 +38,7 @@ from django.utils import timezone
 from loops.intervals import wilson_interval
 
 from . import policy
+from .finality import undo_window
 from .models import (
     CircuitBreakerEntry,
     DepthSample,
@@ -115,14 +115,18 @@ def flow_ratio(arrivals: int, decisions: int) -> float | None:
     return math.inf if arrivals else None
 
 
-def rates(window: timedelta, *, now: datetime | None = None, queue: QueueRef = None) -> Rates:
+def rates(
+    window: timedelta, *, now: datetime | None = None, queue: QueueRef = None, given_by: datetime | None = None
+) -> Rates:
     """Arrivals (items reaching the queue, shed and filtered ones included:
-    they were produced) and human decisions per minute over ``window``, in ``queue``."""
+    they were produced) and human decisions per minute over ``window``, in
+    ``queue``; only decisions given by ``given_by`` when named (what a
+    producer is told counts only verdicts past their undo window)."""
     now = now or timezone.now()
     since = now - window
     pk = queue_pk(queue)
     arrivals = ReviewItem.objects.filter(queue_id=pk, created_at__gt=since, created_at__lte=now).count()
-    verdicts = Verdict.objects.filter(queue_id=pk, created_at__gt=since, created_at__lte=now)
+    verdicts = Verdict.objects.filter(queue_id=pk, created_at__gt=since, created_at__lte=min(now, given_by or now))
     decisions = verdicts.count()
     reviewers = verdicts.exclude(reviewer=None).values("reviewer").distinct().count()
     auto_passed = LoopRun.objects.filter(
@@ -202,22 +206,23 @@ class AuditShare:
 AUDIT_WINDOW = 2000
 
 
-def audit_reject_share(window: int = AUDIT_WINDOW, *, queue: QueueRef = None) -> AuditShare:
+def audit_reject_share(
+    window: int = AUDIT_WINDOW, *, queue: QueueRef = None, given_by: datetime | None = None
+) -> AuditShare:
     """Reject share of the newest ``window`` verdicts on sampled auto-passes,
-    with a Wilson 95 % interval."""
+    with a Wilson 95 % interval; only verdicts given by ``given_by`` when named."""
     # An item is approved/rejected exactly while its verdict exists (decide and
     # undo change both in one transaction), so the item's status is the
     # verdict; reading it walks the small partial index "sampled_decided"
     # instead of joining every verdict in history.
-    statuses = list(
-        ReviewItem.objects.filter(
-            queue_id=queue_pk(queue),
-            label=ReviewItem.Label.SAMPLED,
-            status__in=(ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED),
-        )
-        .order_by("-decided_at")
-        .values_list("status", flat=True)[:window]
+    rows = ReviewItem.objects.filter(
+        queue_id=queue_pk(queue),
+        label=ReviewItem.Label.SAMPLED,
+        status__in=(ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED),
     )
+    if given_by is not None:
+        rows = rows.filter(decided_at__lte=given_by)
+    statuses = list(rows.order_by("-decided_at").values_list("status", flat=True)[:window])
     rejected = sum(1 for status in statuses if status == ReviewItem.Status.REJECTED)
     n = len(statuses)
     low, high = wilson_interval(rejected, n)
@@ -375,8 +380,21 @@ def waiting_counts(*, queue: QueueRef = None) -> dict[str, int]:
     return _count_by(waiting, "status", ReviewItem.WAITING)
 
 
-def status_counts(*, queue: QueueRef = None) -> dict[str, int]:
-    return _count_by(ReviewItem.objects.filter(queue_id=queue_pk(queue)), "status", ReviewItem.Status.values)
+def status_counts(*, queue: QueueRef = None, given_by: datetime | None = None) -> dict[str, int]:
+    """Items of ``queue`` by status; with ``given_by``, an item whose verdict
+    was given later (still undoable) counts as ``claimed``, as a producer is
+    shown it (``finality``)."""
+    counts = _count_by(ReviewItem.objects.filter(queue_id=queue_pk(queue)), "status", ReviewItem.Status.values)
+    if given_by is not None:
+        unfinal = ReviewItem.objects.filter(queue_id=queue_pk(queue), status__in=HUMAN_DECIDED, decided_at__gt=given_by)
+        _count_unfinal_as_claimed(counts, _count_by(unfinal, "status", HUMAN_DECIDED))
+    return counts
+
+
+def _count_unfinal_as_claimed(counts: dict[str, int], unfinal: dict[str, int]) -> None:
+    for status, n in unfinal.items():
+        counts[status] -= n
+        counts[ReviewItem.Status.CLAIMED] += n
 
 
 def lease_expiries_total(*, queue: QueueRef = None) -> int:
@@ -399,13 +417,14 @@ def snapshot(
     what the API's stats endpoint returns."""
     now = now or timezone.now()
     queue = Queue.current(queue)
-    counts = status_counts(queue=queue)
-    depth = counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED]
     # Producers hear only final verdicts (reviewqueue.finality): one still inside
-    # its undo window may be taken back, so it is not in their approve rate.
-    final_by = now - timedelta(seconds=max(0, int(settings.REVIEWQUEUE_UNDO_SECONDS)))
+    # its undo window may be taken back, so no number here counts it yet (its
+    # item counts as claimed, as GET /api/items/{id} shows it).
+    final_by = now - undo_window()
+    counts = status_counts(queue=queue, given_by=final_by)
+    depth = counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED]
     approve = approve_rate(queue.tuner_window, queue=queue, given_by=final_by)
-    audit = audit_reject_share(queue=queue)
+    audit = audit_reject_share(queue=queue, given_by=final_by)
     return {
         "queue": queue.slug,
         "depth": depth,
@@ -417,7 +436,7 @@ def snapshot(
         "mode": queue.mode,
         "step_limit": queue.step_limit,
         "status_counts": counts,
-        "rates": rates(window, now=now, queue=queue).to_dict(),
+        "rates": rates(window, now=now, queue=queue, given_by=final_by).to_dict(),
         "ratio_stays_above_one": ratio_stays_above_one(now=now, queue=queue),
         "oldest_waiting_seconds": oldest_waiting_age(now=now, queue=queue),
         "approve_rate": approve.rate,
@@ -550,14 +569,22 @@ def _grouped(queryset: QuerySet[Any], key: str, field: str) -> dict[int, dict[An
     return out
 
 
-def status_counts_by_queue() -> dict[int, dict[str, int]]:
-    """Items by status per queue pk, every status present (0 when absent)."""
+def status_counts_by_queue(*, given_by: datetime | None = None) -> dict[int, dict[str, int]]:
+    """Items by status per queue pk, every status present (0 when absent);
+    ``given_by`` as for ``status_counts``."""
     found = _grouped(ReviewItem.objects.all(), "queue_id", "status")
-    return {pk: {s: counts.get(s, 0) for s in ReviewItem.Status.values} for pk, counts in found.items()}
+    out = {pk: {s: counts.get(s, 0) for s in ReviewItem.Status.values} for pk, counts in found.items()}
+    if given_by is not None:
+        unfinal = ReviewItem.objects.filter(status__in=HUMAN_DECIDED, decided_at__gt=given_by)
+        for pk, counts in _grouped(unfinal, "queue_id", "status").items():
+            _count_unfinal_as_claimed(out[pk], counts)
+    return out
 
 
-def decisions_by_queue() -> dict[int, dict[str, int]]:
-    found = _grouped(Verdict.objects.all(), "queue_id", "decision")
+def decisions_by_queue(*, given_by: datetime | None = None) -> dict[int, dict[str, int]]:
+    """Verdicts by decision per queue pk; only those given by ``given_by`` when named."""
+    verdicts = Verdict.objects.all() if given_by is None else Verdict.objects.filter(created_at__lte=given_by)
+    found = _grouped(verdicts, "queue_id", "decision")
     return {pk: {d: counts.get(d, 0) for d in Verdict.Decision.values} for pk, counts in found.items()}
 
 
@@ -624,17 +651,20 @@ def rates_by_queue(window: timedelta, *, now: datetime | None = None) -> dict[in
     return out
 
 
-def approve_rates_by_queue(queues: Sequence[Queue]) -> dict[int, ApproveRate]:
+def approve_rates_by_queue(queues: Sequence[Queue], *, given_by: datetime | None = None) -> dict[int, ApproveRate]:
     """``approve_rate`` of each queue over its own tuner window, in one
     statement: the tuning verdicts numbered newest first within each queue
     (a window function over the index ``verdict_tuning_by_queue``), kept while
-    the number is within that queue's window."""
+    the number is within that queue's window; only verdicts given by
+    ``given_by`` when named."""
     windows = {q.pk: q.tuner_window for q in queues}
     if not windows:
         return {}
+    tuning = Verdict.objects.filter(counts_for_tuner=True, queue_id__in=list(windows))
+    if given_by is not None:
+        tuning = tuning.filter(created_at__lte=given_by)
     numbered = (
-        Verdict.objects.filter(counts_for_tuner=True, queue_id__in=list(windows))
-        .annotate(
+        tuning.annotate(
             rn=Window(RowNumber(), partition_by=[F("queue_id")], order_by=[F("created_at").desc(), F("pk").desc()])
         )
         .filter(rn__lte=max(windows.values()))

@@ -23,11 +23,13 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from django.utils import timezone
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .. import stats
+from ..finality import undo_window
 from ..models import LoopRun, Mode, Queue, ReviewItem, Verdict
 
 # At most this many queues get a label of their own on /metrics.
@@ -96,17 +98,21 @@ def queue_numbers() -> list[QueueNumbers]:
     """Every labelled queue's numbers, then ``_other`` if any queue is past
     the limit: one grouped query per kind of number, whatever the number of queues."""
     queues = list(Queue.objects.all())
-    statuses = stats.status_counts_by_queue()
+    # Only final verdicts (``finality``): one still undoable is not counted
+    # (its item counts as claimed), so an undo never takes a count back and
+    # the decision counters only grow, as counters must.
+    final_by = timezone.now() - undo_window()
+    statuses = stats.status_counts_by_queue(given_by=final_by)
     depth = {
         pk: counts[ReviewItem.Status.PENDING] + counts[ReviewItem.Status.CLAIMED] for pk, counts in statuses.items()
     }
     labelled, rest = labelled_queues(queues, depth)
-    decisions = stats.decisions_by_queue()
+    decisions = stats.decisions_by_queue(given_by=final_by)
     shed = stats.shed_by_queue()
     loops = stats.loop_outcomes_by_queue()
     expiries = stats.lease_expiries_by_queue()
     oldest = stats.oldest_waiting_by_queue()
-    approve = stats.approve_rates_by_queue(labelled)
+    approve = stats.approve_rates_by_queue(labelled, given_by=final_by)
     verdicts = stats.verdict_histograms_by_queue(labelled + rest)
     no_verdicts = stats.VerdictHistogram([(b, 0) for b in stats.TIME_TO_VERDICT_BUCKETS], 0, 0.0, 0)
     empty_statuses = dict.fromkeys(ReviewItem.Status.values, 0)

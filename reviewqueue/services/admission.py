@@ -23,6 +23,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
 
 from .. import policy
+from ..finality import is_final
 from ..models import CircuitBreakerEntry, CutoffReason, FilterRule, Queue, ReviewItem
 from . import admission_pg, outbox, review_quality, routing
 from .cleaning import clean_text, short_text
@@ -33,6 +34,8 @@ from .outcomes import AdmitResult
 log = logging.getLogger("reviewqueue.services")
 _CUTOFF_REASONS = frozenset(CutoffReason.values)
 _LABELS = frozenset(ReviewItem.Label.values)
+# The statuses a verdict gives, told only once final (``finality``).
+VERDICT_STATUSES = (ReviewItem.Status.APPROVED, ReviewItem.Status.REJECTED, ReviewItem.Status.SENT_BACK)
 
 
 # Long: one keyword per field of the item; the body is short.
@@ -110,22 +113,47 @@ def admit(
         **texts,
         **grade,
     )
-    try:
-        result = _admit_item(item, now, accept_archived=isinstance(queue, Queue))
-    except Queue.DoesNotExist:
-        if isinstance(queue, Queue):
-            raise
-        # The routing's copy named a queue deleted since (never done in use,
-        # but a restored database does it): read the queues again, once.
-        routing.forget()
-        target = routing.target_of(queue, producer=producer, task_kind=task_kind, priority=priority, task_id=task_id)
-        item.queue_id = target.pk
-        result = _admit_item(item, now, accept_archived=False)
+
+    def admitted() -> AdmitResult:
+        nonlocal target
+        try:
+            return _admit_item(item, now, accept_archived=isinstance(queue, Queue))
+        except Queue.DoesNotExist:
+            if isinstance(queue, Queue):
+                raise
+            # The routing's copy named a queue deleted since (never done in use,
+            # but a restored database does it): read the queues again, once.
+            routing.forget()
+            target = routing.target_of(
+                queue, producer=producer, task_kind=task_kind, priority=priority, task_id=task_id
+            )
+            item.queue_id = target.pk
+            return _admit_item(item, now, accept_archived=False)
+
+    if previous_version is None:
+        result = admitted()
+    else:
+        with transaction.atomic():  # a revision: its sent-back item locked first
+            _lock_sent_back(previous_version, now)
+            result = admitted()
     if result.outcome == "enqueued":
         review_quality.place_gold(result.item, now)  # its neighbour, now: ARCHITECTURE.md, "Gold items"
     if result.item.queue_id != target.pk:  # a duplicate first admitted to another queue
         return replace(result, queue=Queue.objects.values_list("slug", flat=True).get(pk=result.item.queue_id))
     return replace(result, queue=target.slug)
+
+
+def _lock_sent_back(previous: ReviewItem, now: datetime) -> None:
+    """Lock the sent-back item a revision follows, before any queue's row (as
+    undo locks it), and check under the lock that its send-back still stands
+    and is final: an undo at the same moment either committed first (the
+    item is no longer sent back: the revision is refused) or waits for this
+    transaction and then finds the revision (the undo is refused). Never both."""
+    row = ReviewItem.all_objects.select_for_update().filter(pk=previous.pk).values_list("status", "decided_at").first()
+    status, decided_at = row if row is not None else ("", None)
+    if status != ReviewItem.Status.SENT_BACK or not is_final(decided_at, now):
+        shown = status if status not in VERDICT_STATUSES or is_final(decided_at, now) else ReviewItem.Status.CLAIMED
+        raise InvalidInput("previous_item", f"item {previous.pk} was not sent back (it is {shown})")
 
 
 # --- checking and cleaning the payload --------------------------------------------------

@@ -18,28 +18,31 @@ resume a sent-back run through here without an import cycle.
 
 A run *resumed* after a reviewer sent its item back (``resume_sent_back``) is
 an ordinary run with ``resumed_from`` and ``resume_note`` set: its row is
-written in the send-back's transaction, published after the commit like any
-other, and the loop starts from the sent-back output with the note in its
-prompts. If it is cut off again, its item is the next version of the one
-sent back.
+written in the send-back's transaction and published after the commit, due
+once the send-back is final (``finality``): no worker starts it, and its
+producer cannot read it, before the undo window has closed. The loop starts
+from the sent-back output with the note in its prompts. If it is cut off
+again, its item is the next version of the one sent back.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from datetime import timedelta
+import re
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from reviewqueue import policy
 
 from .. import task_names
+from ..finality import final_at, undo_window
 from ..models import LoopRun, Queue, ReviewItem
 from . import outbox, routing
 from .admission import admit, enabled_gates
@@ -109,6 +112,7 @@ def submit_run(
     resumed_from: LoopRun | None = None,
     resume_note: str = "",
     queue: Queue | str | None = None,
+    not_before: datetime | None = None,
 ) -> tuple[LoopRun, bool]:
     """Record a loop run and enqueue it once the row is committed; returns the
     run and whether this call created it. Run ids are unique per ``producer``
@@ -122,7 +126,8 @@ def submit_run(
     Raises BrokerUnavailable when the broker stays unreachable.
 
     ``resumed_from`` and ``resume_note`` (already redacted) make it a run
-    resumed after a send-back (``resume_sent_back``).
+    resumed after a send-back (``resume_sent_back``); ``not_before`` holds
+    its message back until then (the send-back's final instant).
 
     ``queue`` (a row or a slug) is the queue the run's output goes to and
     whose step limit it runs under; without one the routing rules choose.
@@ -147,7 +152,7 @@ def submit_run(
             kwargs = {"task": parsed.to_dict(), "run_id": run_id, "agent": agent, "agent_options": agent_options}
             if producer:  # only when set: messages stay readable by workers that predate producers
                 kwargs["producer"] = producer
-            transaction.on_commit(lambda: _publish(kwargs, resend=unsent))
+            transaction.on_commit(lambda: _publish(kwargs, resend=unsent, not_before=not_before))
     return run, created
 
 
@@ -201,14 +206,19 @@ def _run_loop_task() -> CeleryTask:
     return current_app.tasks[task_names.RUN_LOOP]
 
 
-def _publish(kwargs: dict[str, Any], *, resend: bool) -> None:
-    """Send run_loop, retrying with backoff while the broker is unreachable;
-    a failure is written on the run so a repeated submit knows to resend."""
+def _publish(kwargs: dict[str, Any], *, resend: bool, not_before: datetime | None = None) -> None:
+    """Send run_loop (due at ``not_before`` when that is later than now),
+    retrying with backoff while the broker is unreachable; a failure is
+    written on the run so a repeated submit knows to resend."""
     from kombu.exceptions import OperationalError as BrokerError
 
     run_id, producer = kwargs["run_id"], kwargs.get("producer", "")
+    countdown = (not_before - timezone.now()).total_seconds() if not_before is not None else 0.0
     try:
-        _run_loop_task().delay(**kwargs)
+        if countdown > 0:
+            _run_loop_task().apply_async(kwargs=kwargs, countdown=countdown)
+        else:
+            _run_loop_task().delay(**kwargs)
     except BrokerError as exc:
         LoopRun.objects.filter(producer=producer, run_id=run_id, outcome=LoopRun.Outcome.RUNNING, deliveries=0).update(
             error=f"{PUBLISH_FAILED}: {exc}"[:2000]
@@ -255,14 +265,21 @@ def execute_run(
     """
     parsed = _parse_task(task)
     run, _ = _record_run(parsed, run_id, agent, agent_options, producer)
-    # Started only while still running, in one statement: a send-back undone
-    # meanwhile (which cancels its run only while no worker has started it)
-    # and this start cannot both win.
-    started = LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING).update(
-        deliveries=F("deliveries") + 1, updated_at=timezone.now()
+    # Started only while still running and, for a resumed run, once its
+    # send-back is final, in one statement: a send-back undone meanwhile
+    # (which cancels its run only while no worker has started it, and only
+    # before it is final) and this start cannot both win.
+    now = timezone.now()
+    final = Q(resumed_from__isnull=True) | Q(resumed_from__item__decided_at__lte=now - undo_window())
+    started = (
+        LoopRun.objects.filter(pk=run.pk, outcome=LoopRun.Outcome.RUNNING)
+        .filter(final)
+        .update(deliveries=F("deliveries") + 1, updated_at=now)
     )
     if not started:
         run.refresh_from_db(fields=["outcome"])
+        if run.outcome == LoopRun.Outcome.RUNNING:
+            _hold_until_final(run)
         return run.outcome
 
     queue = Queue.current(run.queue_id)
@@ -271,6 +288,27 @@ def execute_run(
     if result is None:
         return LoopRun.Outcome.FAILED
     return record_finished_run(run, parsed, result, config=config, queue=queue, agent=agent, producer=producer)
+
+
+def _hold_until_final(run: LoopRun) -> None:
+    """A resumed run's message came before its send-back was final (this
+    worker's clock behind the reviewer's, or a resend): send it again, due
+    then. Nothing is sent for a send-back with no time (it is being undone)."""
+    sent_back = _sent_back_item(run)
+    if sent_back is None or sent_back.decided_at is None or current_app.conf.task_always_eager:
+        return
+    kwargs = {"task": run.task, "run_id": run.run_id, "agent": run.agent, "agent_options": run.agent_options}
+    if run.producer:
+        kwargs["producer"] = run.producer
+    due = final_at(sent_back.decided_at) + timedelta(seconds=1)
+
+    def resend() -> None:
+        try:
+            _publish(kwargs, resend=False, not_before=due)
+        except BrokerUnavailable:
+            pass  # written on the run, and logged: the stale-run sweep sends it
+
+    transaction.on_commit(resend)
 
 
 def _live_config(queue: Queue) -> LoopConfig:
@@ -455,6 +493,17 @@ def _earlier_outcome(item: ReviewItem) -> str:
 CANCELLED = "cancelled: the send-back was undone"
 
 
+# The form of the run ids of resumed runs (``resumed_run_id``, and the form
+# ``_free_resumed_run_id`` falls back to): a producer may not choose one, so
+# none of its runs can stand for, or reveal, a resumed run.
+RESERVED_RUN_ID = re.compile(r"~v[0-9]+(\.[0-9]+)?\Z")
+
+
+def is_reserved_run_id(run_id: str) -> bool:
+    """Whether ``run_id`` ends as a resumed run's id does (``~v2``, ``~v3.17``)."""
+    return RESERVED_RUN_ID.search(run_id) is not None
+
+
 def resumed_run_id(run_id: str, version: int) -> str:
     """The run id of the run that makes ``version`` of an item: the first
     run's id with ``~v<version>``, so a producer reads the lineage from it
@@ -500,6 +549,7 @@ def resume_sent_back(item: ReviewItem, note: str) -> LoopRun | None:
     redacted = Redactor.for_secrets(parsed.secrets()).redact(note)
     run_id = _free_resumed_run_id(run, item)
     _reopen_if_cancelled(run.producer, run_id, redacted)
+    decided_at = item.decided_at or timezone.now()
     resumed, _ = submit_run(
         task=run.task,
         run_id=run_id,
@@ -510,6 +560,7 @@ def resume_sent_back(item: ReviewItem, note: str) -> LoopRun | None:
         resumed_from=run,
         resume_note=redacted,
         queue=run.queue,
+        not_before=final_at(decided_at),
     )
     log.info("run resumed after send-back", extra={"run_id": run_id, "item": item.pk, "resumed_from": run.run_id})
     return resumed

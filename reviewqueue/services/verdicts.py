@@ -303,6 +303,11 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
             # others lock before its queue's row (the next answer, an operator's
             # settle, a bulk action): lock it first too, or each waits for the other.
             waiting = ReviewItem.all_objects.select_for_update().get(pk=latest.item_id)
+        else:
+            # A verdict's item, locked first too: a revision of a send-back locks
+            # it (admission._lock_sent_back) while it admits, so the revision and
+            # this undo are ordered, and the check for a revision below sees it.
+            list(ReviewItem.all_objects.select_for_update().filter(pk=latest.item_id).values_list("pk"))
         queue = Queue.locked(waiting.queue_id if waiting is not None else latest.item.queue_id)
         if not Queue.objects.reviewable_by(reviewer).filter(pk=queue.pk).exists():
             raise UndoRefused(f"you no longer review the queue of item #{latest.item_id}, so your answer stands")

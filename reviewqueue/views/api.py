@@ -16,11 +16,11 @@ from ninja.security import HttpBearer
 from pydantic import field_validator
 
 from .. import agreement, services, stats
-from ..api_io import _item_body, _run_body, _sent_back_item
+from ..api_io import _item_body, _run_body, _run_told, _sent_back_item, _told_status
 from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
 from ..services import routing
-from ..services.runs import BrokerUnavailable, sandbox_status, submit_run
+from ..services.runs import BrokerUnavailable, is_reserved_run_id, sandbox_status, submit_run
 from ..tokens import token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
@@ -296,7 +296,7 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
         "outcome": result.outcome,
         "item_id": item.pk,
         "queue": result.queue,
-        "status": item.status,
+        "status": _told_status(item),  # a duplicate's first item may hold an undoable verdict
         "mode": result.mode,
         "depth": result.depth,
         "capacity": result.capacity,
@@ -325,6 +325,10 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
         # An identifier is refused, not cleaned: replacing a NUL with U+FFFD
         # would make two different run ids one (and PostgreSQL refuses NUL).
         raise services.InvalidInput("run_id", "must be printable text (no control characters)")
+    if is_reserved_run_id(run_id):
+        raise services.InvalidInput(
+            "run_id", "must not end in ~v<number>: that form names the runs resumed after a send-back"
+        )
     refusal = _unsandboxed_checks(payload.task)
     if refusal is not None:
         return refusal  # type: ignore[return-value]
@@ -386,7 +390,7 @@ def run_status(request: HttpRequest, run_id: str) -> Status[dict[str, Any]]:
     # Run ids are printable (submit_task refuses others), and PostgreSQL
     # refuses a NUL even in a lookup: such an id names no run.
     run = LoopRun.objects.filter(producer=producer, run_id=run_id).first() if run_id.isprintable() else None
-    if run is None:
+    if run is None or not _run_told(run):  # a resumed run shows once its send-back is final
         return Status(404, {"error": "not_found", "detail": f"no run {run_id!r} from this producer"})
     return Status(200, _run_body(run))
 

@@ -110,8 +110,9 @@ def test_previous_item_must_be_this_producers_sent_back_item(client: Client, tok
     assert ReviewItem.objects.count() == 2  # nothing admitted by a refused push
 
 
-def test_a_resumed_run_names_the_run_it_resumes(client: Client, token: str) -> None:
-    first = LoopRun.objects.create(producer="producer-a", run_id="b-7", task_id="t", task={})
+def test_a_resumed_run_names_the_run_it_resumes(client: Client, token: str, reviewer: User) -> None:
+    sent_back = _decided(client, token, reviewer, "send_back")  # final: its run may be told
+    first = LoopRun.objects.create(producer="producer-a", run_id="b-7", task_id="t", task={}, item=sent_back)
     LoopRun.objects.create(producer="producer-a", run_id="b-7~v2", task_id="t", task={}, resumed_from=first)
     assert client.get("/api/tasks/b-7~v2", headers=_headers(token)).json()["resumed_from"] == "b-7"
     assert client.get("/api/tasks/b-7", headers=_headers(token)).json()["resumed_from"] is None

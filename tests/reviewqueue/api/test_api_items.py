@@ -104,3 +104,59 @@ def test_the_schema_says_what_each_filter_takes(client: Client) -> None:
     assert all(described.values()), [name for name, text in described.items() if not text]
     assert "YYYY-MM-DD" in described["since"] and "YYYY-MM-DD" in described["until"]
     assert "whole number" in described["version"]
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_a_repeated_push_does_not_tell_a_verdict_inside_its_undo_window(
+    client: Client, headers: Any, reviewer: Any, settings: Any, approve: bool
+) -> None:
+    """The answer to a repeated idempotency key names the first item's
+    status: as GET /api/items/{id} shows it, never an undoable verdict."""
+    settings.REVIEWQUEUE_UNDO_SECONDS = 3600
+    body = {"idempotency_key": "k-1", "task_description": "Summarise", "final_output": "text"}
+
+    def push() -> Any:
+        return client.post("/api/outputs", body, content_type="application/json", headers=headers["a"]).json()
+
+    item_id = push()["item_id"]
+    services.claim(reviewer=reviewer)
+    services.decide(item_id=item_id, reviewer=reviewer, approve=approve, reason_label="unclear")
+    again = push()
+    assert (again["outcome"], again["item_id"], again["status"]) == ("duplicate", item_id, "claimed")
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0
+    assert push()["status"] == ("approved" if approve else "rejected")
+
+
+@pytest.mark.parametrize("action", ["approve", "edit", "reject", "send_back"])
+def test_inside_the_undo_window_no_read_or_filter_tells_the_verdict(
+    client: Client, headers: Any, admit_item: Any, reviewer: Any, settings: Any, action: str
+) -> None:
+    """After each kind of verdict, and after its undo, the item, the list
+    and every filter of it read exactly as they did while it was held."""
+    from reviewqueue.models import ReviewItem, Verdict
+
+    settings.REVIEWQUEUE_UNDO_SECONDS = 3600
+    item = admit_item(producer="a").item
+    services.claim(reviewer=reviewer)
+
+    def seen() -> dict[str, Any]:
+        views: dict[str, Any] = {"item": client.get(f"/api/items/{item.pk}", headers=headers["a"]).json()}
+        filters = [("status", s) for s in ReviewItem.Status.values] + [("decision", d) for d in Verdict.Decision.values]
+        filters += [("label", "unclear"), ("", "")]
+        for name, value in filters:
+            query = {name: value} if name else {}
+            views[f"{name}={value}"] = client.get("/api/items", query, headers=headers["a"]).json()
+        return views
+
+    held = seen()
+    if action == "send_back":
+        services.send_back(item_id=item.pk, reviewer=reviewer, note="again")
+    else:
+        edited = "changed" if action == "edit" else ""
+        approve = action != "reject"
+        services.decide(
+            item_id=item.pk, reviewer=reviewer, approve=approve, reason_label="unclear", edited_output=edited
+        )
+    assert seen() == held
+    services.undo(reviewer=reviewer)
+    assert seen() == held

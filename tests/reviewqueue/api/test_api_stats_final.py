@@ -40,3 +40,32 @@ def test_the_approve_rate_counts_only_verdicts_past_their_undo_window(
     Verdict.objects.filter(pk=verdict.pk).update(created_at=verdict.created_at - timedelta(seconds=61))
     told = stats(client)
     assert (told["approve_rate"], told["approve_rate_n"]) == (1.0, 1)
+
+
+@pytest.mark.parametrize("action", ["approve", "reject", "send_back"])
+def test_no_count_tells_a_verdict_inside_its_undo_window(
+    client: Client, admit_item: Callable[..., Any], reviewer: User, settings: Any, action: str
+) -> None:
+    """The item reads as claimed in every count, as GET /api/items/{id} shows
+    it; the audit share and the decision rate do not count it yet either."""
+    settings.REVIEWQUEUE_UNDO_SECONDS = 60
+    services.policy_update(user=None, changes={"double_review_rate": 0, "gold_rate": 0, "sampling_rate": 0})
+    item = admit_item(label="sampled").item
+    assert services.claim(reviewer=reviewer).pk == item.pk
+    before = stats(client)
+    if action == "send_back":
+        services.send_back(item_id=item.pk, reviewer=reviewer, note="again")
+    else:
+        services.decide(item_id=item.pk, reviewer=reviewer, approve=action == "approve", reason_label="unclear")
+    told = stats(client)
+    for key in ("status_counts", "depth", "pending", "claimed", "audit_n", "audit_reject_share"):
+        assert told[key] == before[key], key
+    assert told["rates"]["decisions"] == before["rates"]["decisions"] == 0
+    assert told["status_counts"]["claimed"] == 1
+    services.undo(reviewer=reviewer)  # taken back: nothing moves either
+    assert stats(client)["status_counts"] == before["status_counts"]
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0  # the window has closed: now it is told
+    told = stats(client)
+    assert told["status_counts"]["approved"] == 1 and told["status_counts"]["claimed"] == 0
+    assert (told["audit_n"], told["rates"]["decisions"]) == (1, 1)

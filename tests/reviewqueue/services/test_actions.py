@@ -171,7 +171,10 @@ def test_the_note_is_redacted_against_the_hidden_checks(tmp_path: Path, reviewer
     assert LoopRun.objects.get(run_id="build-7~v2").resume_note == REDACTED
 
 
-def test_the_resumed_run_starts_from_the_output_with_the_note_and_converges(tmp_path: Path, reviewer: Any) -> None:
+def test_the_resumed_run_starts_from_the_output_with_the_note_and_converges(
+    tmp_path: Path, reviewer: Any, settings: Any
+) -> None:
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0  # each send-back final at once: its run may start
     prompts = tmp_path / "prompts"
     _first_run(SHOUT, prompts)
     item = _claim(reviewer)
@@ -189,8 +192,9 @@ def test_the_resumed_run_starts_from_the_output_with_the_note_and_converges(tmp_
 
 
 def test_a_resumed_run_cut_off_again_is_the_next_version_and_uses_the_live_step_limit(
-    tmp_path: Path, reviewer: Any
+    tmp_path: Path, reviewer: Any, settings: Any
 ) -> None:
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0  # each send-back final at once: its run may start
     _first_run(ESSAY, tmp_path / "prompts")
     v1 = _claim(reviewer)
     services.policy_update(user=None, changes={"step_limit": 3})  # the tuner or an operator moved it
@@ -267,7 +271,7 @@ def test_undo_takes_back_an_edit(claimed: ReviewItem, reviewer: Any) -> None:
 
 
 def test_undo_takes_back_a_send_back_and_cancels_its_run_while_it_has_not_started(
-    tmp_path: Path, reviewer: Any
+    tmp_path: Path, reviewer: Any, settings: Any
 ) -> None:
     _first_run(ESSAY, tmp_path / "prompts")
     item = _claim(reviewer)
@@ -284,6 +288,8 @@ def test_undo_takes_back_a_send_back_and_cancels_its_run_while_it_has_not_starte
     services.send_back(item_id=item.pk, reviewer=reviewer, note="much shorter")
     resumed.refresh_from_db()
     assert resumed.outcome == LoopRun.Outcome.RUNNING and resumed.resume_note == "much shorter"
+    assert _run_again(resumed) == "running"  # not before this send-back is final
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0  # now it is
     assert _run_again(resumed) == "enqueued"
     resumed.refresh_from_db()
     assert resumed.item.final_output == "Draft, following: much shorter"

@@ -37,9 +37,15 @@ SHOUT = {
 ESSAY = {"id": "essay", "description": "Write a two-line release note.", "kind": "open"}
 
 
+# A resumed run starts once its send-back is final: a short undo window here,
+# the same in this process (which sends back) and in the worker (which starts it).
+UNDO_SECONDS = 2
+
+
 @pytest.fixture
-def start_worker(broker_url: str, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen]]:
-    workers = Workers(broker_url, tmp_path)
+def start_worker(broker_url: str, tmp_path: Path, settings: Any) -> Iterator[Callable[..., subprocess.Popen]]:
+    settings.REVIEWQUEUE_UNDO_SECONDS = UNDO_SECONDS
+    workers = Workers(broker_url, tmp_path, REVIEWQUEUE_UNDO_SECONDS=str(UNDO_SECONDS))
     yield workers.start
     workers.kill_all()
 

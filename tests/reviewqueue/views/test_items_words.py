@@ -49,8 +49,13 @@ def test_the_confirmation_says_the_filter_and_the_action_in_words(
     assert "will be moved to Open tasks." in moved
 
 
-def test_a_timeline_line_about_another_version_names_it_once(client: Client, operator: Any, admit_item: Any) -> None:
+def test_a_timeline_line_about_another_version_names_it_once(
+    client: Client, operator: Any, admit_item: Any, reviewer: Any, settings: Any
+) -> None:
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0  # the send-back final at once: a revision may follow it
     first = admit_item().item
+    services.claim(reviewer=reviewer)
+    services.send_back(item_id=first.pk, reviewer=reviewer, note="again")
     second = admit_item(final_output="version two", previous_version=first).item
     client.force_login(operator)
     timeline = client.get(f"/ops/items/{first.pk}/").content.decode().split('id="timeline"', 1)[1].split("</ol>", 1)[0]

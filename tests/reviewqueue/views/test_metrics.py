@@ -51,16 +51,45 @@ def test_it_serves_queue_metrics_to_a_metrics_token(client: Client, metrics_toke
 
 
 def test_it_counts_decisions_and_the_approve_rate(
-    client: Client, operator: User, reviewer: User, admit_item: Any
+    client: Client, operator: User, reviewer: User, admit_item: Any, settings: Any
 ) -> None:
     admit_item()
     item = services.claim(reviewer=reviewer)
     services.decide(item_id=item.pk, reviewer=reviewer, approve=True)
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0  # the verdict is final: it counts
     client.force_login(operator)
     samples = _samples(client.get("/metrics").content.decode())
     default = ("queue", "default")
     assert samples[("reviewqueue_decisions_total", (("decision", "approve"), default))] == 1
     assert samples[("reviewqueue_approve_rate", (default,))] == 1.0
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_a_verdict_counts_only_once_final_so_an_undo_takes_no_count_back(
+    client: Client, metrics_token: str, reviewer: User, admit_item: Any, settings: Any, approve: bool
+) -> None:
+    settings.REVIEWQUEUE_UNDO_SECONDS = 60
+    admit_item()
+    item = services.claim(reviewer=reviewer)
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=approve, reason_label="unclear")
+    decision, status = ("approve", "approved") if approve else ("reject", "rejected")
+    default = ("queue", "default")
+
+    def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        return _samples(client.get("/metrics", headers={"Authorization": f"Bearer {metrics_token}"}).content.decode())
+
+    inside = scrape()
+    assert inside[("reviewqueue_decisions_total", (("decision", decision), default))] == 0
+    assert inside[("reviewqueue_items", (default, ("status", status)))] == 0
+    assert inside[("reviewqueue_items", (default, ("status", "claimed")))] == 1
+    assert inside[("reviewqueue_approve_rate", (default,))] != inside[("reviewqueue_approve_rate", (default,))]  # NaN
+    services.undo(reviewer=reviewer)
+    assert scrape()[("reviewqueue_decisions_total", (("decision", decision), default))] == 0
+    services.decide(item_id=item.pk, reviewer=reviewer, approve=approve, reason_label="unclear")
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0
+    final = scrape()
+    assert final[("reviewqueue_decisions_total", (("decision", decision), default))] == 1
+    assert final[("reviewqueue_items", (default, ("status", status)))] == 1
 
 
 def test_it_refuses_anonymous_scrapes(client: Client, db: None) -> None:

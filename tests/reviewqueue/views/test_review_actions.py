@@ -150,13 +150,16 @@ def test_undo_of_a_started_send_back_says_why_it_stands(rita: Client, reviewer: 
 
 
 def test_undo_of_a_send_back_whose_revision_arrived_says_why_it_stands(
-    rita: Client, reviewer: User, admit_item: AdmitItem
+    rita: Client, reviewer: User, admit_item: AdmitItem, settings: Any
 ) -> None:
     """The producer's revision (version 2) is in: undoing the send-back would
-    leave the original and its revision both waiting."""
+    leave the original and its revision both waiting. (The producer's clock
+    says the window has closed, the reviewer's not yet.)"""
     item = _hold(admit_item, reviewer)
     _send_back(rita, item, "again", **HX)
+    window, settings.REVIEWQUEUE_UNDO_SECONDS = settings.REVIEWQUEUE_UNDO_SECONDS, 0
     revision = admit_item(final_output="version two", previous_version=item).item
+    settings.REVIEWQUEUE_UNDO_SECONDS = window
     body = rita.post(reverse("review:undo"), {"current": ""}, **HX).content.decode()
     assert "Not undone" in body
     assert (
@@ -169,8 +172,9 @@ def test_undo_of_a_send_back_whose_revision_arrived_says_why_it_stands(
 
 
 def test_the_card_shows_earlier_versions_and_their_notes_collapsed(
-    rita: Client, reviewer: User, admit_item: AdmitItem
+    rita: Client, reviewer: User, admit_item: AdmitItem, settings: Any
 ) -> None:
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0  # the send-back final at once: a revision may follow it
     v1 = _hold(admit_item, reviewer, final_output="version one output")
     services.send_back(item_id=v1.pk, reviewer=reviewer, note="please <b>shorten</b>")
     v2 = _hold(admit_item, reviewer, final_output="version two output", previous_version=v1)
@@ -183,8 +187,9 @@ def test_the_card_shows_earlier_versions_and_their_notes_collapsed(
 
 
 def test_a_version_2_card_says_so_and_shows_what_changed_as_an_inert_diff(
-    rita: Client, reviewer: User, admit_item: AdmitItem
+    rita: Client, reviewer: User, admit_item: AdmitItem, settings: Any
 ) -> None:
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0  # the send-back final at once: a revision may follow it
     v1 = _hold(admit_item, reviewer, final_output="keep\n<script>alert(1)</script>\nold line")
     services.send_back(item_id=v1.pk, reviewer=reviewer, note="fix it")
     _hold(admit_item, reviewer, final_output="keep\n<img src=x onerror=alert(2)>\nnew line", previous_version=v1)
@@ -201,7 +206,10 @@ def test_a_version_2_card_says_so_and_shows_what_changed_as_an_inert_diff(
     assert "<script>alert(1)" not in body and "<img src=x" not in body
 
 
-def test_a_huge_revision_diff_is_cut_and_said_to_be(rita: Client, reviewer: User, admit_item: AdmitItem) -> None:
+def test_a_huge_revision_diff_is_cut_and_said_to_be(
+    rita: Client, reviewer: User, admit_item: AdmitItem, settings: Any
+) -> None:
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0  # the send-back final at once: a revision may follow it
     v1 = _hold(admit_item, reviewer, final_output="\n".join(f"a{n}" for n in range(50_000)))
     services.send_back(item_id=v1.pk, reviewer=reviewer, note="again")
     _hold(admit_item, reviewer, final_output="\n".join(f"b{n}" for n in range(50_000)), previous_version=v1)
