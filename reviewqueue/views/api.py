@@ -21,7 +21,7 @@ from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailab
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
 from ..services import routing
 from ..services.runs import BrokerUnavailable, sandbox_status, submit_run
-from ..tokens import token_for
+from ..tokens import RESERVED_NAME_ERROR, name_refusal, token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
 
@@ -29,7 +29,14 @@ class TokenAuth(HttpBearer):
     """Authorization: Bearer rq_<prefix>_<secret>."""
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiToken | None:
-        return token_for(token)
+        found = token_for(token)
+        if found is not None and name_refusal(found):
+            raise ReservedName(name_refusal(found))
+        return found
+
+
+class ReservedName(Exception):
+    """The token's name is one no token may act under (403)."""
 
 
 class MissingScope(Exception):
@@ -92,6 +99,11 @@ def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> Http
 @api.exception_handler(services.InvalidInput)
 def on_invalid_input(request: HttpRequest, exc: services.InvalidInput) -> HttpResponse:
     return api.create_response(request, {"error": "invalid", "fields": exc.fields}, status=400)
+
+
+@api.exception_handler(ReservedName)
+def on_reserved_name(request: HttpRequest, exc: ReservedName) -> HttpResponse:
+    return api.create_response(request, {"error": RESERVED_NAME_ERROR, "fields": {}, "detail": str(exc)}, status=403)
 
 
 @api.exception_handler(MissingScope)
