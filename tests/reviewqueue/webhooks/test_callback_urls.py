@@ -153,6 +153,34 @@ def test_an_exception_from_the_http_library_is_recorded_backed_off_and_given_up(
     assert receiver.requests == []
 
 
+@pytest.mark.django_db
+def test_an_answer_or_error_holding_text_postgresql_refuses_is_still_recorded_and_backed_off(
+    decided: Any, receiver: Receiver, announced: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver's answer with NUL bytes, or an exception whose text holds a
+    NUL or a lone surrogate: recording it must not fail (PostgreSQL refuses
+    both in text), or the row stays leased, unrecorded and never backed off."""
+    receiver.default, receiver.reply = 500, b"bad\x00gateway \xff"
+    decided()
+    row = WebhookDelivery.objects.get()
+    before = timezone.now()
+    assert webhooks.deliver(row.pk) == "retry"
+    row.refresh_from_db()
+    assert (row.status, row.last_status_code, row.locked_until) == ("pending", 500, None)
+    assert row.last_error.startswith("HTTP 500: bad\ufffdgateway")
+    assert row.next_attempt_at >= before + timedelta(seconds=1), "backed off"
+
+    def explode(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("odd \x00 text \ud800 here")
+
+    monkeypatch.setattr("httpx.Client.stream", explode)
+    WebhookDelivery.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now())
+    assert webhooks.deliver(row.pk) == "retry"
+    row.refresh_from_db()
+    assert (row.status, row.attempts, row.locked_until) == ("pending", 2, None)
+    assert row.last_error == "ValueError: odd \ufffd text \ufffd here"
+
+
 # --- real workers ------------------------------------------------------------------------------
 
 
