@@ -5,6 +5,7 @@ so no CSRF. The contract is in docs/API.md; the schema at /api/openapi.json.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any, Literal
 
@@ -19,8 +20,8 @@ from .. import agreement, services, stats
 from ..api_io import _item_body, _run_body, _sent_back_item
 from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
-from ..services import routing
-from ..services.runs import BrokerUnavailable, sandbox_status, submit_run
+from ..services import admission, routing
+from ..services.runs import BrokerUnavailable, parse_task, sandbox_status, submit_run
 from ..tokens import RESERVED_NAME_ERROR, name_refusal, token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
@@ -93,7 +94,26 @@ def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> Http
     fields: dict[str, str] = {}
     for error in exc.errors:
         fields.setdefault(_field_name(error.get("loc", ())), str(error.get("msg", "invalid")))
+    fields.update({k: v for k, v in _refusals_past_types(request, fields).items() if k not in fields})
     return api.create_response(request, {"error": "invalid", "fields": fields}, status=400)
+
+
+def _refusals_past_types(request: HttpRequest, refused: dict[str, str]) -> dict[str, str]:
+    """For a body whose types failed: what else is wrong with the fields that
+    passed (an unknown queue, a refused callback URL, ...), so one 400 names
+    every refused field. Only for a token that may call the endpoint."""
+    checks = {"/outputs": (ApiToken.Scope.OUTPUTS, _output_refusals), "/tasks": (ApiToken.Scope.TASKS, _task_refusals)}
+    route = next((v for path, v in checks.items() if request.path.endswith(path)), None)
+    token = getattr(request, "auth", None)
+    if request.method != "POST" or route is None or not isinstance(token, ApiToken) or not token.has_scope(route[0]):
+        return {}
+    try:
+        values = json.loads(request.body)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(values, dict):
+        return {}
+    return route[1](token, values, skip={name.split(".")[0] for name in refused})[0]
 
 
 @api.exception_handler(services.InvalidInput)
@@ -225,6 +245,24 @@ class OutputIn(Schema):
     metadata: dict[str, Any] | None = Field(None, description=METADATA_HELP)
 
     @field_validator(
+        "attempt_count",
+        "priority",
+        "reviewed_attempt",
+        "checks_passed",
+        "checks_total",
+        "reviewed_score",
+        "previous_item",
+        mode="before",
+    )
+    @classmethod
+    def _refuse_booleans(cls, value: Any) -> Any:
+        """JSON true and false are no numbers, though Python's bool is an int
+        (and pydantic would read true as 1)."""
+        if isinstance(value, bool):
+            raise ValueError("must be a number, not true or false")  # noqa: TRY004 - pydantic reports only ValueError
+        return value
+
+    @field_validator(
         "task_description", "final_output", "last_error", "task_id", "task_kind", "source_run_id", mode="before"
     )
     @classmethod
@@ -284,24 +322,10 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
     is another item."""
     token = _token(request, ApiToken.Scope.OUTPUTS)
     fields = payload.model_dump()
-    refused: dict[str, str] = {}
-    try:
-        fields["previous_version"] = _sent_back_item(producer_of(token), fields.pop("previous_item"))
-    except services.InvalidInput as exc:
-        refused.update(exc.fields)
-    callback_refused: CallbackUrlRefused | None = None
-    try:
-        fields["callback_url"] = callback_url_for(token, fields.pop("callback_url"))
-    except CallbackUrlRefused as exc:
-        callback_refused = exc
-    if refused or callback_refused:
-        # Every refused field at once, the queue's too, so one retry can fix them all.
-        refused.update(_queue_refusal(payload, producer_of(token)))
-        if callback_refused is not None:
-            if not refused:
-                raise callback_refused
-            refused["callback_url"] = callback_refused.detail
-        raise services.InvalidInput(*next(iter(refused.items())), also=refused)
+    # Every refused field at once, so one retry can fix them all.
+    _refuse(_output_refusals(token, fields))
+    fields["previous_version"] = _sent_back_item(producer_of(token), fields.pop("previous_item"))
+    fields["callback_url"] = callback_url_for(token, fields.pop("callback_url"))
     result = services.admit(producer=producer_of(token), **fields)
     item = result.item
     body = {
@@ -331,12 +355,9 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     producer's own."""
     token = _token(request, ApiToken.Scope.TASKS)
     producer = producer_of(token)
+    _refuse(_task_refusals(token, payload.model_dump()))
     callback_url = callback_url_for(token, payload.callback_url)
     run_id = payload.run_id or f"api-{uuid.uuid4().hex}"
-    if not run_id.isprintable():
-        # An identifier is refused, not cleaned: replacing a NUL with U+FFFD
-        # would make two different run ids one (and PostgreSQL refuses NUL).
-        raise services.InvalidInput("run_id", "must be printable text (no control characters)")
     refusal = _unsandboxed_checks(payload.task)
     if refusal is not None:
         return refusal  # type: ignore[return-value]
@@ -435,19 +456,89 @@ def item_status(request: HttpRequest, item_id: int) -> Status[dict[str, Any]]:
     return Status(200, _item_body(item))
 
 
-def _queue_refusal(payload: OutputIn, producer: str) -> dict[str, str]:
-    """What is wrong with the output's queue, if anything, as the 400 names it."""
+def _queue_refusal(values: dict[str, Any], producer: str, *, routed: bool = True) -> dict[str, str]:
+    """What is wrong with the work's queue, if anything, as the 400 names it.
+    ``routed``: without a slug the routing rules choose, from the fields as
+    sent (a field of the wrong type counts as absent)."""
+    queue = values.get("queue")
+    if not routed and not queue:
+        return {}
+    kind, priority, task_id = values.get("task_kind"), values.get("priority"), values.get("task_id")
     try:
         routing.target_of(
-            payload.queue,
+            queue,
             producer=producer,
-            task_kind=payload.task_kind,
-            priority=payload.priority,
-            task_id=payload.task_id,
+            task_kind=kind if isinstance(kind, str) else "",
+            priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 1,
+            task_id=task_id if isinstance(task_id, str) else "",
         )
     except services.InvalidInput as exc:
         return exc.fields
     return {}
+
+
+def _callback_refusal(token: ApiToken, values: dict[str, Any]) -> tuple[dict[str, str], str | None]:
+    url = values.get("callback_url")
+    if not isinstance(url, str):
+        return {}, None
+    try:
+        callback_url_for(token, url)
+    except CallbackUrlRefused as exc:
+        return {"callback_url": exc.detail}, exc.code
+    return {}, None
+
+
+Refusals = tuple[dict[str, str], str | None]
+
+
+def _output_refusals(
+    token: ApiToken, values: dict[str, Any], skip: set[str] | frozenset[str] = frozenset()
+) -> Refusals:
+    """Every field of an output the server refuses past its type, each checked
+    on its own, and the callback URL's error code if it is refused."""
+    producer = producer_of(token)
+    refused = admission.field_refusals(values, skip=skip)
+    previous = values.get("previous_item")
+    if "previous_item" not in skip and isinstance(previous, int) and not isinstance(previous, bool):
+        try:
+            _sent_back_item(producer, previous)
+        except services.InvalidInput as exc:
+            refused.update(exc.fields)
+    callback, code = _callback_refusal(token, values) if "callback_url" not in skip else ({}, None)
+    if "queue" not in skip:
+        refused.update(_queue_refusal(values, producer))
+    return {**refused, **callback}, code
+
+
+def _task_refusals(token: ApiToken, values: dict[str, Any], skip: set[str] | frozenset[str] = frozenset()) -> Refusals:
+    """Every field of a task submission the server refuses past its type."""
+    refused: dict[str, str] = {}
+    run_id = values.get("run_id")
+    if "run_id" not in skip and isinstance(run_id, str) and not run_id.isprintable():
+        # An identifier is refused, not cleaned: replacing a NUL with U+FFFD
+        # would make two different run ids one (and PostgreSQL refuses NUL).
+        refused["run_id"] = "must be printable text (no control characters)"
+    task = values.get("task")
+    if "task" not in skip and isinstance(task, dict):
+        try:
+            parse_task(task)
+        except (TypeError, ValueError) as exc:  # a task spec's TaskError is a ValueError
+            refused["task"] = str(exc)
+    callback, code = _callback_refusal(token, values) if "callback_url" not in skip else ({}, None)
+    if "queue" not in skip:
+        refused.update(_queue_refusal(values, producer_of(token), routed=False))
+    return {**refused, **callback}, code
+
+
+def _refuse(refusals: Refusals) -> None:
+    """Raise the one 400 for ``refusals``, if any: a refused callback URL on
+    its own keeps its own error code, else ``invalid`` naming every field."""
+    refused, code = refusals
+    if not refused:
+        return
+    if code is not None and list(refused) == ["callback_url"]:
+        raise CallbackUrlRefused(code, refused["callback_url"])
+    raise services.InvalidInput(*next(iter(refused.items())), also=refused)
 
 
 @api.exception_handler(HttpError)
