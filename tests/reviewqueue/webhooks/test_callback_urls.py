@@ -216,6 +216,33 @@ def test_a_url_the_sender_cannot_use_fails_with_its_reason_and_frees_the_receive
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+def test_a_real_worker_records_and_backs_off_an_answer_holding_a_nul_byte(
+    deploy: Callable[..., Deployment],
+) -> None:
+    """A receiver whose error answers hold NUL bytes: the worker records each
+    attempt (the error cleaned) and backs off, and the event goes out once
+    the receiver answers 200. Recording used to fail on PostgreSQL: the row
+    stayed leased with no last_error, and was only tried again when its lease
+    ran out."""
+    with receiving(default=500, reply=b"down\x00\x00") as receiver:
+        system = deploy(receiver)
+        row = system.event(receiver.url)
+        system.start(concurrency=2)
+
+        def recorded() -> bool:
+            row.refresh_from_db()
+            return row.last_error.startswith("HTTP 500: down") and row.locked_until is None
+
+        wait_for(recorded, timeout=60, what="the 500 recorded")
+        assert row.status == "pending" and row.last_status_code == 500
+        assert row.last_error == "HTTP 500: down\ufffd\ufffd"
+        assert row.next_attempt_at > row.last_attempt_at, "backed off"
+        receiver.default = 200
+        wait_for(lambda: status_of(row) == ["delivered"], timeout=90, what="the event, once answered 200")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
 def test_the_in_flight_cap_counts_one_receiver_however_its_port_is_spelled(
     deploy: Callable[..., Deployment],
 ) -> None:
