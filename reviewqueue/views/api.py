@@ -287,12 +287,33 @@ class OutputOut(Schema):
     shed_item_id: int | None = None
 
 
+# A task spec is a few levels deep; this is far past any real one.
+TASK_MAX_DEPTH = 32
+
+
 class TaskIn(Schema):
     task: dict[str, Any] = Field(..., description="a task definition: id, description, kind, checks, ...")
     run_id: str | None = Field(None, min_length=1, max_length=200, description="optional; makes the call repeatable")
     agent: Literal["scripted", "scored"] = "scripted"
     callback_url: str | None = Field(None, max_length=2000, description=CALLBACK_URL_HELP)
     queue: str | None = Field(None, description=QUEUE_HELP)
+
+    @field_validator("task")
+    @classmethod
+    def _not_too_deep(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Refuse nesting past TASK_MAX_DEPTH, walked without recursion: the
+        JSON parser takes about 900 levels, which would exhaust the stack
+        where the task's text is cleaned."""
+        pending: list[tuple[Any, int]] = [(value, 1)]
+        while pending:
+            node, depth = pending.pop()
+            children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+            for child in children:
+                if isinstance(child, dict | list):
+                    if depth >= TASK_MAX_DEPTH:
+                        raise ValueError(f"nested deeper than {TASK_MAX_DEPTH} levels")
+                    pending.append((child, depth + 1))
+        return value
 
 
 class RunOut(Schema):

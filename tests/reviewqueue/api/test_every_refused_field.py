@@ -149,3 +149,14 @@ def test_fields_refused_past_their_types_are_named_together(client: Client, toke
     }
     body = {"idempotency_key": "k-1", "final_output": "o", **bad}
     assert refused(client, token, "/api/outputs", body) == set(bad) - {"attempt_count"}
+
+
+@pytest.mark.parametrize("depth", [40, 500, 800])
+def test_a_deeply_nested_task_is_a_400_naming_task(client: Client, token: str, depth: int) -> None:
+    """Nesting that the JSON parser takes (it stops near 900 levels) used to
+    exhaust the stack while the task's text was cleaned: a 500."""
+    body = {"task": {**TASK, "x": "PLACEHOLDER"}, "run_id": "r-1"}
+    data = json.dumps(body).replace('"PLACEHOLDER"', "[" * depth + "]" * depth)
+    response = client.post("/api/tasks", data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 400, response.content[:300]
+    assert "nested deeper than" in response.json()["fields"]["task"]
