@@ -94,6 +94,22 @@ def token_for(raw: str) -> ApiToken | None:
     return None
 
 
+def name_refusal(token: ApiToken) -> str:
+    """Why ``token`` may not act under its name, or "": a name that breaks
+    ``ApiToken.checked_name`` (a built-in loop run's ``loop:`` name above
+    all) got there around the rule, e.g. by a direct database edit, and a
+    token must never act as a loop. The API and /metrics answer 403 with
+    ``RESERVED_NAME_ERROR``."""
+    try:
+        ApiToken.checked_name(token.name)
+    except ValueError as exc:
+        return f"this token's name {token.name[:100]!r} is refused: {exc}; an operator renames it in the admin"
+    return ""
+
+
+RESERVED_NAME_ERROR = "reserved_producer_name"
+
+
 def bearer_token(request: HttpRequest) -> ApiToken | None:
     """The token from an ``Authorization: Bearer`` header, if valid."""
     header = request.headers.get("Authorization", "")

@@ -52,6 +52,7 @@ from django.utils import timezone
 from .client.errors import InvalidEvent, SignatureError
 from .client.signatures import ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signing_key, verify_signature
 from .models import ApiToken, WebhookDelivery
+from .services.cleaning import clean_text
 from .services.outbox import announce
 
 log = logging.getLogger("reviewqueue.webhooks")
@@ -454,12 +455,16 @@ def attempt(row: WebhookDelivery, now: datetime) -> str:
 
 def record(row: WebhookDelivery, answer: Answer, now: datetime, *, give_up: bool = False) -> str:
     """Write one attempt's result on the row (if the lease is still ours, or it
-    was delivered) and log it."""
+    was delivered) and log it. The error is stored cleaned: a receiver's
+    answer or an exception's text may hold a NUL or a lone surrogate, which
+    PostgreSQL refuses, and a write that failed would leave the row leased
+    and unrecorded, with no backoff."""
     attempts = row.attempts  # counted when the lease was taken: a killed attempt counts too
     next_at = None
+    error = clean_text(answer.error[:1000])[0]
     fields: dict[str, object] = {
         "last_status_code": answer.status_code,
-        "last_error": answer.error[:1000],
+        "last_error": error,
         "locked_until": None,
     }
     if answer.delivered:
@@ -483,7 +488,7 @@ def record(row: WebhookDelivery, answer: Answer, now: datetime, *, give_up: bool
             "host": receiver_key(row.url),
             "attempt": attempts,
             "status_code": answer.status_code,
-            "error": answer.error[:200],
+            "error": error[:200],
             "outcome": outcome if written else f"{outcome} (lease lost)",
             "next_attempt_at": next_at.isoformat() if next_at is not None and outcome == "retry" else None,
         },

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -157,6 +157,44 @@ def _lock_sent_back(previous: ReviewItem, now: datetime) -> None:
 
 
 # --- checking and cleaning the payload --------------------------------------------------
+
+
+def field_refusals(values: Mapping[str, Any], *, skip: Collection[str] = ()) -> dict[str, str]:
+    """Every field ``admit`` would refuse, each checked on its own (a pair,
+    like ``checks_passed`` and ``checks_total``, together), so one answer can
+    name them all; ``admit`` itself stops at the first. ``values`` are the
+    fields as sent; a field in ``skip`` (already refused for its type) or of
+    the wrong type is left out, and so is any check that reads one."""
+    refused: dict[str, str] = {}
+
+    def usable(name: str, *types: type) -> bool:
+        value = values.get(name)
+        return name not in skip and isinstance(value, types) and not isinstance(value, bool)
+
+    def check(run: Any, *args: Any) -> None:
+        try:
+            run(*args)
+        except InvalidInput as exc:
+            for name, message in exc.fields.items():
+                refused.setdefault(name, message)
+
+    if usable("idempotency_key", str):
+        check(_checked_key, values["idempotency_key"])
+    if usable("task_description", str, bytes) and not clean_text(values["task_description"])[0].strip():
+        refused["task_description"] = "is required"
+    count = values.get("attempt_count", 0) if "attempt_count" not in skip else None
+    if usable("reviewed_attempt", int) and isinstance(count, int) and not isinstance(count, bool):
+        check(_clean_grade, count, values["reviewed_attempt"], None, None, [])
+    passed, total = values.get("checks_passed"), values.get("checks_total")
+    if not {"checks_passed", "checks_total"} & set(skip) and all(
+        v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in (passed, total)
+    ):
+        check(_clean_grade, 0, 0, passed, total, [])
+    if "failing_checks" not in skip and "failing_checks" in values:
+        check(_clean_grade, 0, 0, None, None, values["failing_checks"])
+    if "metadata" not in skip:
+        check(checked_metadata, values.get("metadata"))
+    return refused
 
 
 def _checked_key(idempotency_key: str) -> str:

@@ -133,7 +133,7 @@ def submit_run(
     whose step limit it runs under; without one the routing rules choose.
     InvalidInput names an unknown or archived queue. A rerun keeps the queue
     the run was first routed to."""
-    parsed = _parse_task(task)  # TaskError on a bad task, before anything is stored
+    parsed = parse_task(task)  # TaskError on a bad task, before anything is stored
     target = routing.target_of(
         queue, producer=producer, task_kind=str(parsed.kind), priority=parsed.priority, task_id=parsed.id, check=True
     )
@@ -164,7 +164,7 @@ def sandbox_status() -> SandboxStatus:
     return sandbox.status()
 
 
-def _parse_task(task: dict[str, Any]) -> Task:
+def parse_task(task: dict[str, Any]) -> Task:
     """The task spec from a message or a request, its text made storable; raises TaskError."""
     # Imported here, not at the top: the loop engine stays unloaded in
     # processes that never parse a task (ARCHITECTURE.md, layers).
@@ -263,7 +263,7 @@ def execute_run(
     short by a killed worker runs again, and admit()'s idempotency key (the
     run id) keeps the second pass from adding a second item.
     """
-    parsed = _parse_task(task)
+    parsed = parse_task(task)
     run, _ = _record_run(parsed, run_id, agent, agent_options, producer)
     # Started only while still running and, for a resumed run, once its
     # send-back is final, in one statement: a send-back undone meanwhile
@@ -545,7 +545,7 @@ def resume_sent_back(item: ReviewItem, note: str) -> LoopRun | None:
     run = run_of_item(item)
     if run is None:
         return None
-    parsed = _parse_task(run.task)
+    parsed = parse_task(run.task)
     redacted = Redactor.for_secrets(parsed.secrets()).redact(note)
     run_id = _free_resumed_run_id(run, item)
     _reopen_if_cancelled(run.producer, run_id, redacted)

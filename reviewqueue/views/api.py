@@ -5,6 +5,7 @@ so no CSRF. The contract is in docs/API.md; the schema at /api/openapi.json.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any, Literal
 
@@ -19,9 +20,9 @@ from .. import agreement, services, stats
 from ..api_io import _item_body, _run_body, _run_told, _sent_back_item, _told_status
 from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
-from ..services import routing
-from ..services.runs import BrokerUnavailable, is_reserved_run_id, sandbox_status, submit_run
-from ..tokens import token_for
+from ..services import admission, routing
+from ..services.runs import BrokerUnavailable, is_reserved_run_id, parse_task, sandbox_status, submit_run
+from ..tokens import RESERVED_NAME_ERROR, name_refusal, token_for
 from ..webhooks import CallbackRefused, check_callback_url, secret_for
 
 
@@ -29,7 +30,14 @@ class TokenAuth(HttpBearer):
     """Authorization: Bearer rq_<prefix>_<secret>."""
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiToken | None:
-        return token_for(token)
+        found = token_for(token)
+        if found is not None and name_refusal(found):
+            raise ReservedName(name_refusal(found))
+        return found
+
+
+class ReservedName(Exception):
+    """The token's name is one no token may act under (403)."""
 
 
 class MissingScope(Exception):
@@ -86,12 +94,36 @@ def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> Http
     fields: dict[str, str] = {}
     for error in exc.errors:
         fields.setdefault(_field_name(error.get("loc", ())), str(error.get("msg", "invalid")))
+    fields.update({k: v for k, v in _refusals_past_types(request, fields).items() if k not in fields})
     return api.create_response(request, {"error": "invalid", "fields": fields}, status=400)
+
+
+def _refusals_past_types(request: HttpRequest, refused: dict[str, str]) -> dict[str, str]:
+    """For a body whose types failed: what else is wrong with the fields that
+    passed (an unknown queue, a refused callback URL, ...), so one 400 names
+    every refused field. Only for a token that may call the endpoint."""
+    checks = {"/outputs": (ApiToken.Scope.OUTPUTS, _output_refusals), "/tasks": (ApiToken.Scope.TASKS, _task_refusals)}
+    route = next((v for path, v in checks.items() if request.path.endswith(path)), None)
+    token = getattr(request, "auth", None)
+    if request.method != "POST" or route is None or not isinstance(token, ApiToken) or not token.has_scope(route[0]):
+        return {}
+    try:
+        values = json.loads(request.body)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(values, dict):
+        return {}
+    return route[1](token, values, skip={name.split(".")[0] for name in refused})[0]
 
 
 @api.exception_handler(services.InvalidInput)
 def on_invalid_input(request: HttpRequest, exc: services.InvalidInput) -> HttpResponse:
     return api.create_response(request, {"error": "invalid", "fields": exc.fields}, status=400)
+
+
+@api.exception_handler(ReservedName)
+def on_reserved_name(request: HttpRequest, exc: ReservedName) -> HttpResponse:
+    return api.create_response(request, {"error": RESERVED_NAME_ERROR, "fields": {}, "detail": str(exc)}, status=403)
 
 
 @api.exception_handler(MissingScope)
@@ -213,6 +245,24 @@ class OutputIn(Schema):
     metadata: dict[str, Any] | None = Field(None, description=METADATA_HELP)
 
     @field_validator(
+        "attempt_count",
+        "priority",
+        "reviewed_attempt",
+        "checks_passed",
+        "checks_total",
+        "reviewed_score",
+        "previous_item",
+        mode="before",
+    )
+    @classmethod
+    def _refuse_booleans(cls, value: Any) -> Any:
+        """JSON true and false are no numbers, though Python's bool is an int
+        (and pydantic would read true as 1)."""
+        if isinstance(value, bool):
+            raise ValueError("must be a number, not true or false")  # noqa: TRY004 - pydantic reports only ValueError
+        return value
+
+    @field_validator(
         "task_description", "final_output", "last_error", "task_id", "task_kind", "source_run_id", mode="before"
     )
     @classmethod
@@ -237,12 +287,33 @@ class OutputOut(Schema):
     shed_item_id: int | None = None
 
 
+# A task spec is a few levels deep; this is far past any real one.
+TASK_MAX_DEPTH = 32
+
+
 class TaskIn(Schema):
     task: dict[str, Any] = Field(..., description="a task definition: id, description, kind, checks, ...")
     run_id: str | None = Field(None, min_length=1, max_length=200, description="optional; makes the call repeatable")
     agent: Literal["scripted", "scored"] = "scripted"
     callback_url: str | None = Field(None, max_length=2000, description=CALLBACK_URL_HELP)
     queue: str | None = Field(None, description=QUEUE_HELP)
+
+    @field_validator("task")
+    @classmethod
+    def _not_too_deep(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Refuse nesting past TASK_MAX_DEPTH, walked without recursion: the
+        JSON parser takes about 900 levels, which would exhaust the stack
+        where the task's text is cleaned."""
+        pending: list[tuple[Any, int]] = [(value, 1)]
+        while pending:
+            node, depth = pending.pop()
+            children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+            for child in children:
+                if isinstance(child, dict | list):
+                    if depth >= TASK_MAX_DEPTH:
+                        raise ValueError(f"nested deeper than {TASK_MAX_DEPTH} levels")
+                    pending.append((child, depth + 1))
+        return value
 
 
 class RunOut(Schema):
@@ -272,24 +343,10 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
     is another item."""
     token = _token(request, ApiToken.Scope.OUTPUTS)
     fields = payload.model_dump()
-    refused: dict[str, str] = {}
-    try:
-        fields["previous_version"] = _sent_back_item(producer_of(token), fields.pop("previous_item"))
-    except services.InvalidInput as exc:
-        refused.update(exc.fields)
-    callback_refused: CallbackUrlRefused | None = None
-    try:
-        fields["callback_url"] = callback_url_for(token, fields.pop("callback_url"))
-    except CallbackUrlRefused as exc:
-        callback_refused = exc
-    if refused or callback_refused:
-        # Every refused field at once, the queue's too, so one retry can fix them all.
-        refused.update(_queue_refusal(payload, producer_of(token)))
-        if callback_refused is not None:
-            if not refused:
-                raise callback_refused
-            refused["callback_url"] = callback_refused.detail
-        raise services.InvalidInput(*next(iter(refused.items())), also=refused)
+    # Every refused field at once, so one retry can fix them all.
+    _refuse(_output_refusals(token, fields))
+    fields["previous_version"] = _sent_back_item(producer_of(token), fields.pop("previous_item"))
+    fields["callback_url"] = callback_url_for(token, fields.pop("callback_url"))
     result = services.admit(producer=producer_of(token), **fields)
     item = result.item
     body = {
@@ -319,16 +376,9 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     producer's own."""
     token = _token(request, ApiToken.Scope.TASKS)
     producer = producer_of(token)
+    _refuse(_task_refusals(token, payload.model_dump()))
     callback_url = callback_url_for(token, payload.callback_url)
     run_id = payload.run_id or f"api-{uuid.uuid4().hex}"
-    if not run_id.isprintable():
-        # An identifier is refused, not cleaned: replacing a NUL with U+FFFD
-        # would make two different run ids one (and PostgreSQL refuses NUL).
-        raise services.InvalidInput("run_id", "must be printable text (no control characters)")
-    if is_reserved_run_id(run_id):
-        raise services.InvalidInput(
-            "run_id", "must not end in ~v<number>: that form names the runs resumed after a send-back"
-        )
     refusal = _unsandboxed_checks(payload.task)
     if refusal is not None:
         return refusal  # type: ignore[return-value]
@@ -427,19 +477,91 @@ def item_status(request: HttpRequest, item_id: int) -> Status[dict[str, Any]]:
     return Status(200, _item_body(item))
 
 
-def _queue_refusal(payload: OutputIn, producer: str) -> dict[str, str]:
-    """What is wrong with the output's queue, if anything, as the 400 names it."""
+def _queue_refusal(values: dict[str, Any], producer: str, *, routed: bool = True) -> dict[str, str]:
+    """What is wrong with the work's queue, if anything, as the 400 names it.
+    ``routed``: without a slug the routing rules choose, from the fields as
+    sent (a field of the wrong type counts as absent)."""
+    queue = values.get("queue")
+    if not routed and not queue:
+        return {}
+    kind, priority, task_id = values.get("task_kind"), values.get("priority"), values.get("task_id")
     try:
         routing.target_of(
-            payload.queue,
+            queue,
             producer=producer,
-            task_kind=payload.task_kind,
-            priority=payload.priority,
-            task_id=payload.task_id,
+            task_kind=kind if isinstance(kind, str) else "",
+            priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 1,
+            task_id=task_id if isinstance(task_id, str) else "",
         )
     except services.InvalidInput as exc:
         return exc.fields
     return {}
+
+
+def _callback_refusal(token: ApiToken, values: dict[str, Any]) -> tuple[dict[str, str], str | None]:
+    url = values.get("callback_url")
+    if not isinstance(url, str):
+        return {}, None
+    try:
+        callback_url_for(token, url)
+    except CallbackUrlRefused as exc:
+        return {"callback_url": exc.detail}, exc.code
+    return {}, None
+
+
+Refusals = tuple[dict[str, str], str | None]
+
+
+def _output_refusals(
+    token: ApiToken, values: dict[str, Any], skip: set[str] | frozenset[str] = frozenset()
+) -> Refusals:
+    """Every field of an output the server refuses past its type, each checked
+    on its own, and the callback URL's error code if it is refused."""
+    producer = producer_of(token)
+    refused = admission.field_refusals(values, skip=skip)
+    previous = values.get("previous_item")
+    if "previous_item" not in skip and isinstance(previous, int) and not isinstance(previous, bool):
+        try:
+            _sent_back_item(producer, previous)
+        except services.InvalidInput as exc:
+            refused.update(exc.fields)
+    callback, code = _callback_refusal(token, values) if "callback_url" not in skip else ({}, None)
+    if "queue" not in skip:
+        refused.update(_queue_refusal(values, producer))
+    return {**refused, **callback}, code
+
+
+def _task_refusals(token: ApiToken, values: dict[str, Any], skip: set[str] | frozenset[str] = frozenset()) -> Refusals:
+    """Every field of a task submission the server refuses past its type."""
+    refused: dict[str, str] = {}
+    run_id = values.get("run_id")
+    if "run_id" not in skip and isinstance(run_id, str) and not run_id.isprintable():
+        # An identifier is refused, not cleaned: replacing a NUL with U+FFFD
+        # would make two different run ids one (and PostgreSQL refuses NUL).
+        refused["run_id"] = "must be printable text (no control characters)"
+    elif "run_id" not in skip and isinstance(run_id, str) and is_reserved_run_id(run_id):
+        refused["run_id"] = "must not end in ~v<number>: that form names the runs resumed after a send-back"
+    task = values.get("task")
+    if "task" not in skip and isinstance(task, dict):
+        try:
+            parse_task(task)
+        except (TypeError, ValueError) as exc:  # a task spec's TaskError is a ValueError
+            refused["task"] = str(exc)
+    callback, code = _callback_refusal(token, values) if "callback_url" not in skip else ({}, None)
+    if "queue" not in skip:
+        refused.update(_queue_refusal(values, producer_of(token), routed=False))
+    return {**refused, **callback}, code
+
+
+def _refuse(refusals: Refusals) -> None:
+    """Raise the one 400 for ``refusals``, if any: a refused callback URL on
+    its own keeps its own error code, else ``invalid`` naming every field."""
+    refused, code = refusals
+    if not refused:
+        return
+    if code is not None and list(refused) == ["callback_url"]:
+        raise CallbackUrlRefused(code, refused["callback_url"])
+    raise services.InvalidInput(*next(iter(refused.items())), also=refused)
 
 
 @api.exception_handler(HttpError)

@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ..access import is_operator
 from ..models import ApiToken
 from ..selectors.metrics import registry
-from ..tokens import bearer_token
+from ..tokens import RESERVED_NAME_ERROR, bearer_token, name_refusal
 from .api import missing_scope_body
 
 
@@ -34,6 +34,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
         token = bearer_token(request)
         if token is None:
             return _unauthorized("invalid or revoked token")
+        if name_refusal(token):
+            return JsonResponse({"error": RESERVED_NAME_ERROR, "fields": {}, "detail": name_refusal(token)}, status=403)
         if not token.has_scope(ApiToken.Scope.METRICS):
             return JsonResponse(missing_scope_body(ApiToken.Scope.METRICS), status=403)
     elif not request.user.is_authenticated:

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from reviewqueue.models import ApiToken, LoopRun
+from reviewqueue.models import ApiToken, LoopRun, ReviewItem
 from reviewqueue.tokens import issue_token
 
 pytestmark = pytest.mark.django_db
@@ -169,3 +169,21 @@ def test_a_token_with_unknown_or_malformed_scopes_does_not_validate(scopes: Any)
     with pytest.raises(ValidationError, match="scopes"):
         token.clean()
     assert token.has_scope("outputs") is isinstance(scopes, list)  # a string or None grants nothing
+
+
+@pytest.mark.parametrize("name", ["loop:scripted", "  loop:claude", "loop:"])
+def test_a_token_whose_name_was_made_reserved_outside_the_rules_is_refused_everywhere(
+    client: Client, name: str
+) -> None:
+    """A direct database edit (or any other path around ``checked_name``) can
+    give a token a built-in loop run's producer name: the API and /metrics
+    then answer 403 with a code saying so, and nothing is stored under it."""
+    token, plain = issue_token(name="p", scopes=list(ALL_SCOPES))
+    ApiToken.objects.filter(pk=token.pk).update(name=name)
+    for endpoint in NEEDS:
+        response = _call(client, endpoint, plain)
+        assert response.status_code == 403, (endpoint, response.status_code)
+        assert response.json()["error"] == "reserved_producer_name", endpoint
+        assert "loop:" in response.json()["detail"]
+    assert not LoopRun.objects.exists()
+    assert not ReviewItem.objects.exists()

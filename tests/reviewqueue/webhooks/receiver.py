@@ -41,6 +41,8 @@ class Receiver:
     statuses: list[int] = field(default_factory=list)
     default: int = 200
     hang: float = 0.0
+    # what each answer's body holds
+    reply: bytes = b"ok"
     gate: threading.Event | None = None
     requests: list[Received] = field(default_factory=list)
     arrived: threading.Event = field(default_factory=threading.Event)
@@ -82,9 +84,9 @@ class Receiver:
                     receiver.requests.append(Received(dict(self.headers.items()), body, status, time.monotonic()))
                 with contextlib.suppress(OSError):
                     self.send_response(status)
-                    self.send_header("Content-Length", "2")
+                    self.send_header("Content-Length", str(len(receiver.reply)))
                     self.end_headers()
-                    self.wfile.write(b"ok")
+                    self.wfile.write(receiver.reply)
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -153,6 +153,34 @@ def test_an_exception_from_the_http_library_is_recorded_backed_off_and_given_up(
     assert receiver.requests == []
 
 
+@pytest.mark.django_db
+def test_an_answer_or_error_holding_text_postgresql_refuses_is_still_recorded_and_backed_off(
+    decided: Any, receiver: Receiver, announced: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver's answer with NUL bytes, or an exception whose text holds a
+    NUL or a lone surrogate: recording it must not fail (PostgreSQL refuses
+    both in text), or the row stays leased, unrecorded and never backed off."""
+    receiver.default, receiver.reply = 500, b"bad\x00gateway \xff"
+    decided()
+    row = WebhookDelivery.objects.get()
+    before = timezone.now()
+    assert webhooks.deliver(row.pk) == "retry"
+    row.refresh_from_db()
+    assert (row.status, row.last_status_code, row.locked_until) == ("pending", 500, None)
+    assert row.last_error.startswith("HTTP 500: bad\ufffdgateway")
+    assert row.next_attempt_at >= before + timedelta(seconds=1), "backed off"
+
+    def explode(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("odd \x00 text \ud800 here")
+
+    monkeypatch.setattr("httpx.Client.stream", explode)
+    WebhookDelivery.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now())
+    assert webhooks.deliver(row.pk) == "retry"
+    row.refresh_from_db()
+    assert (row.status, row.attempts, row.locked_until) == ("pending", 2, None)
+    assert row.last_error == "ValueError: odd \ufffd text \ufffd here"
+
+
 # --- real workers ------------------------------------------------------------------------------
 
 
@@ -184,6 +212,33 @@ def test_a_url_the_sender_cannot_use_fails_with_its_reason_and_frees_the_receive
             assert "not a valid host name" in row.last_error
             assert row.attempts == 1 and row.locked_until is None
         assert [r.event["id"] for r in receiver.requests] == [good.event_id]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_records_and_backs_off_an_answer_holding_a_nul_byte(
+    deploy: Callable[..., Deployment],
+) -> None:
+    """A receiver whose error answers hold NUL bytes: the worker records each
+    attempt (the error cleaned) and backs off, and the event goes out once
+    the receiver answers 200. Recording used to fail on PostgreSQL: the row
+    stayed leased with no last_error, and was only tried again when its lease
+    ran out."""
+    with receiving(default=500, reply=b"down\x00\x00") as receiver:
+        system = deploy(receiver)
+        row = system.event(receiver.url)
+        system.start(concurrency=2)
+
+        def recorded() -> bool:
+            row.refresh_from_db()
+            return row.last_error.startswith("HTTP 500: down") and row.locked_until is None
+
+        wait_for(recorded, timeout=60, what="the 500 recorded")
+        assert row.status == "pending" and row.last_status_code == 500
+        assert row.last_error == "HTTP 500: down\ufffd\ufffd"
+        assert row.next_attempt_at > row.last_attempt_at, "backed off"
+        receiver.default = 200
+        wait_for(lambda: status_of(row) == ["delivered"], timeout=90, what="the event, once answered 200")
 
 
 @pytest.mark.slow

@@ -202,3 +202,45 @@ def test_fuzzed_headers_are_refused_by_the_servers_helper_and_the_docs_recipe(fu
 
 
 RECIPE = recipe()
+
+
+# Past the timestamp: a fresh one, so the id and the signature values are
+# what each verifier reads (the fuzz above is mostly refused for its time).
+fresh_headers = st.builds(
+    lambda i, s, ids: {"webhook-id": "evt_1" if ids else i, "webhook-signature": s},
+    fuzz_text,
+    st.one_of(
+        fuzz_text,
+        st.builds(lambda parts: " ".join(parts), st.lists(st.text(max_size=50), max_size=4)),
+        st.builds(lambda v: "v1," + v, st.text(max_size=60)),
+        st.builds(lambda n: "v1," + "A" * n, st.integers(0, 5000)),
+    ),
+    st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fresh_headers, st.sampled_from([b'{"id":"evt_1"}', b"", b"\xff\x00", b"[1]"]))
+def test_fuzzed_ids_and_signatures_with_a_fresh_timestamp_are_refused_by_all_three(
+    fuzzed: dict[str, Any], body: bytes
+) -> None:
+    """The client's verify_signature ends in a documented error, the server's
+    helper in False and the docs' recipe in None, for ids and signature
+    values of any text (non-ASCII, control characters, thousands of
+    characters, many entries) once the timestamp holds."""
+    import time
+
+    from reviewqueue.client import InvalidEvent, SignatureError, verify_signature
+
+    stamp = int(time.time())
+    headers = {k: v for k, v in {**fuzzed, "webhook-timestamp": str(stamp)}.items() if v is not None and k is not None}
+    try:
+        verify_signature(SECRET, headers, body, now=stamp)
+    except SignatureError as refused:
+        assert refused.code in {"malformed_signature", "signature_mismatch"}
+    except InvalidEvent:
+        pytest.fail("an unsigned body was parsed")
+    else:
+        pytest.fail("a fuzzed signature verified")
+    assert webhooks.verify(SECRET, headers, body, now=stamp) is False
+    assert RECIPE(SECRET, headers, body) is None
