@@ -382,8 +382,9 @@ def release_lost_leases(
     reviewers changed (``set_reviewers``, the admin), a group or a role
     changed, a user deactivated, deleted or paused (``reviewqueue.signals``),
     and the lease sweep (``expire_leases``), for a change no event tells of
-    (``REVIEWQUEUE_OPERATORS_REVIEW`` turned off). Safe to repeat; answers
-    how many leases were released."""
+    (``REVIEWQUEUE_OPERATORS_REVIEW`` turned off). Then drops the gold
+    copies nobody left could be shown (``review_quality.drop_unserved_copies``).
+    Safe to repeat; answers how many leases were released."""
     held = ReviewItem.all_objects.filter(status=ReviewItem.Status.CLAIMED)
     if queue_ids is not None:
         held = held.filter(queue_id__in=list(queue_ids))
@@ -398,6 +399,8 @@ def release_lost_leases(
     )
     if released:
         log.info("leases released: their holders no longer review the queue", extra={"items": released})
+    # Copies are kept only where someone could be shown them, as they are placed.
+    review_quality.drop_unserved_copies(queue_ids)
     return released
 
 
