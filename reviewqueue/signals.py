@@ -166,9 +166,12 @@ def user_changed(sender: Any, instance: Any, created: bool, update_fields: Any =
         _release(user_ids=[instance.pk])
 
 
-def user_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
-    """Their leases now have no holder (``SET_NULL``): none may stay held by nobody."""
-    _release()
+def user_deleting(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """Before the lease's holder becomes NULL (``SET_NULL``), which would leave
+    it held by nobody: what the user holds goes back, whatever they may review."""
+    from .services import leases
+
+    leases.release_held_by([instance.pk])
 
 
 def removed_after_delete(sender: Any, **kwargs: Any) -> None:
@@ -191,7 +194,7 @@ def connect_leases() -> None:
     for through in (Group.permissions.through, User.user_permissions.through):
         m2m_changed.connect(permissions_lost, sender=through, dispatch_uid=f"rq-leases-{through.__name__}")
     post_save.connect(user_changed, sender=User, dispatch_uid="rq-leases-user-saved")
-    post_delete.connect(user_deleted, sender=User, dispatch_uid="rq-leases-user-deleted")
+    pre_delete.connect(user_deleting, sender=User, dispatch_uid="rq-leases-user-deleted")
     for model in (Group, Permission):
         post_delete.connect(removed_after_delete, sender=model, dispatch_uid=f"rq-leases-{model.__name__}-deleted")
     post_save.connect(standing_changed, sender=ReviewerStanding, dispatch_uid="rq-leases-standing")

@@ -404,6 +404,13 @@ def release_lost_leases(
     return released
 
 
+def release_held_by(user_ids: Collection[Any]) -> int:
+    """Give back every item these users hold (they are being deleted)."""
+    return ReviewItem.all_objects.filter(status=ReviewItem.Status.CLAIMED, lease_holder_id__in=list(user_ids)).update(
+        status=ReviewItem.Status.PENDING, lease_holder=None, lease_expires_at=None, updated_at=timezone.now()
+    )
+
+
 def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:
     """Give a claimed item back to the queue (skip), and keep the skip on the
     lease's ``LeaseRecord`` for the item's timeline. Only the lease holder
