@@ -136,6 +136,15 @@ def reviewers() -> QuerySet[Any]:
     return users.filter(Q(user_permissions__in=held) | Q(groups__permissions__in=held))
 
 
+def operators() -> QuerySet[Any]:
+    """Active users who operate (the operate permission, through a group or
+    directly) or are superusers: those whose pages show what an item is,
+    gold copies included, so a copy is never theirs to review."""
+    held = Permission.objects.filter(content_type__app_label="reviewqueue", codename=OPERATE_PERMISSION.split(".")[1])
+    users = get_user_model().objects.filter(is_active=True)
+    return users.filter(Q(is_superuser=True) | Q(user_permissions__in=held) | Q(groups__permissions__in=held))
+
+
 def _role_required(perm: str) -> Callable[[F], F]:
     """A signed-in user without the role gets 403, not a login loop (as
     ``permission_required(..., raise_exception=True)``)."""

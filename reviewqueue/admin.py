@@ -104,6 +104,9 @@ class QueueAdmin(admin.ModelAdmin):
             created = services.create_queue(user=request.user, slug=obj.slug, name=obj.name, settings=changes)
             obj.pk = created.pk
         models.Queue.objects.filter(pk=obj.pk).update(name=obj.name, open_to_all=obj.open_to_all)
+        # No longer open to all: whoever reviewed it only so gives back what they hold of it
+        # (members taken off are released by the signals the form's m2m save sends).
+        services.release_lost_leases(queue_ids=[obj.pk])
         routing.forget()
 
     def _set_archived(self, request, queryset, archived: bool) -> None:  # type: ignore[no-untyped-def]

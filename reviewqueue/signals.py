@@ -4,7 +4,12 @@ group (from either side), a group's or a user's own permissions changed, a
 group deleted, the user row saved (``is_active``, ``is_staff``,
 ``is_superuser``). Signing in reads them afresh. Each drop happens at once and again after the
 transaction commits, so a request that read the old roles while the change
-was being written cannot leave them cached."""
+was being written cannot leave them cached.
+
+The same events, and a queue's members or member groups changed from either
+side, a user deleted or paused, release the leases held by whoever no longer
+may review the item (``services.leases.release_lost_leases``), in the
+transaction of the change."""
 
 from __future__ import annotations
 
@@ -102,6 +107,7 @@ def connect() -> None:
     pre_delete.connect(group_deleted, sender=Group, dispatch_uid="rq-group-deleted")
     user_logged_in.connect(signed_in, dispatch_uid="rq-signed-in")
     pre_delete.connect(permission_deleted, sender=Permission, dispatch_uid="rq-permission-deleted")
+    connect_leases()
     from .models import Queue, RoutingRule
 
     for model in (Queue, RoutingRule):
@@ -109,6 +115,89 @@ def connect() -> None:
             signal.connect(
                 routes_changed, sender=model, dispatch_uid=f"rq-routes-{model.__name__}-{signal is post_save}"
             )
+
+
+# --- leases of those who lose the right to review ------------------------------------------
+
+LOSSES = ("post_remove", "post_clear")
+
+
+def _release(*, queue_ids: Iterable[Any] | None = None, user_ids: Iterable[Any] | None = None) -> None:
+    """Whoever may no longer review a queue gives back what they hold of it
+    (``leases.release_lost_leases``), in the transaction of the change."""
+    from .services import leases
+
+    leases.release_lost_leases(
+        queue_ids=None if queue_ids is None else list(queue_ids),
+        user_ids=None if user_ids is None else list(user_ids),
+    )
+
+
+def queue_members_changed(sender: Any, instance: Any, action: str, reverse: bool, pk_set: Any, **kwargs: Any) -> None:
+    """queue.members / queue.member_groups …, or user.review_queues / group.review_queues …"""
+    from .models import Queue
+
+    if action not in LOSSES:
+        return
+    if not reverse:
+        _release(queue_ids=[instance.pk])
+    elif sender is Queue.members.through:
+        _release(user_ids=[instance.pk])
+    else:  # a group's queues: the queues it left (all, after a clear)
+        _release(queue_ids=pk_set)
+
+
+def user_groups_lost(sender: Any, instance: Any, action: str, reverse: bool, pk_set: Any, **kwargs: Any) -> None:
+    """A user left a group (a role, or a queue's member group)."""
+    if action not in LOSSES:
+        return
+    _release(user_ids=[instance.pk] if not reverse else pk_set)
+
+
+def permissions_lost(sender: Any, action: str, **kwargs: Any) -> None:
+    """A group's or a user's permissions taken away: anyone may have lost the role."""
+    if action in LOSSES:
+        _release()
+
+
+def user_changed(sender: Any, instance: Any, created: bool, update_fields: Any = None, **kwargs: Any) -> None:
+    """Deactivated, or no longer a superuser (signing in writes only last_login)."""
+    if not created and not (update_fields and set(update_fields) <= {"last_login"}):
+        _release(user_ids=[instance.pk])
+
+
+def user_deleting(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """Before the lease's holder becomes NULL (``SET_NULL``), which would leave
+    it held by nobody: what the user holds goes back, whatever they may review."""
+    from .services import leases
+
+    leases.release_held_by([instance.pk])
+
+
+def removed_after_delete(sender: Any, **kwargs: Any) -> None:
+    """A group or a permission deleted: its users may have lost a queue or the role."""
+    _release()
+
+
+def standing_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
+    if instance.paused_at is not None:
+        _release(user_ids=[instance.reviewer_id])
+
+
+def connect_leases() -> None:
+    from .models import Queue as QueueModel
+    from .models import ReviewerStanding
+
+    for through in (QueueModel.members.through, QueueModel.member_groups.through):
+        m2m_changed.connect(queue_members_changed, sender=through, dispatch_uid=f"rq-leases-{through.__name__}")
+    m2m_changed.connect(user_groups_lost, sender=User.groups.through, dispatch_uid="rq-leases-user-groups")
+    for through in (Group.permissions.through, User.user_permissions.through):
+        m2m_changed.connect(permissions_lost, sender=through, dispatch_uid=f"rq-leases-{through.__name__}")
+    post_save.connect(user_changed, sender=User, dispatch_uid="rq-leases-user-saved")
+    pre_delete.connect(user_deleting, sender=User, dispatch_uid="rq-leases-user-deleted")
+    for model in (Group, Permission):
+        post_delete.connect(removed_after_delete, sender=model, dispatch_uid=f"rq-leases-{model.__name__}-deleted")
+    post_save.connect(standing_changed, sender=ReviewerStanding, dispatch_uid="rq-leases-standing")
 
 
 def routes_changed(sender: Any, **kwargs: Any) -> None:

@@ -41,7 +41,7 @@ from .errors import (
     UndoRefused,
     UnknownGate,
 )
-from .leases import claim, current_claim, expire_leases, release, renew
+from .leases import claim, current_claim, expire_leases, release, release_lost_leases, renew
 from .outcomes import AdmitResult
 from .queues import archive_queue, create_queue, decide_rule, policy_update, set_reviewers
 from .review_quality import is_paused, mark_gold, reestimate, reinstate, retire_gold
@@ -77,6 +77,7 @@ __all__ = [
     "reestimate",
     "reinstate",
     "release",
+    "release_lost_leases",
     "renew",
     "retire_gold",
     "send_back",

@@ -11,7 +11,9 @@ waiting set, so the kept depth does not change.
 A reviewer claims only from the queues they review
 (``Queue.objects.reviewable_by``); every other lease operation needs the
 lease claim gave and reads the membership again, so no reviewer acts on an
-item outside their queues, even one they claimed before they left it.
+item outside their queues, even one they claimed before they left it. Every
+way of losing the right to review a queue releases the leases held on it
+(``release_lost_leases``), so the item waits again for the others.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from .. import policy
+from .. import access, policy
 from ..models import OPERATOR_ROUND, Judgement, LeaseRecord, Queue, ReviewerStanding, ReviewItem
 from . import claim_pg, review_quality
 from .errors import AlreadyDecided, LeaseExpired, NotLeaseHolder, QueueError
@@ -49,12 +51,16 @@ def expire_leases(*, now: datetime | None = None) -> int:
     lease ran out itself. Safe to repeat."""
     now = now or timezone.now()
     # A gold copy goes back like a real item: it waits for the next reviewer.
-    return ReviewItem.all_objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now).update(
+    expired = ReviewItem.all_objects.filter(status=ReviewItem.Status.CLAIMED, lease_expires_at__lt=now).update(
         status=ReviewItem.Status.PENDING,
         lease_holder=None,
         lease_expires_at=None,
         lease_expiries=F("lease_expiries") + 1,
     )
+    # And the leases of holders who may no longer review, lost in a way no
+    # event told of (operators' reviewing turned off by a restart).
+    release_lost_leases(now=now)
+    return expired
 
 
 def current_claim(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem | None:
@@ -303,7 +309,8 @@ def held_item(
     with_lease_seconds: bool = False,
 ) -> ReviewItem:
     """The item under a row lock, checked to be in a queue the reviewer
-    reviews (NotAQueueOfYours) and under their live lease (a gold copy
+    reviews, by someone who still reviews (the role, not paused: else
+    NotAQueueOfYours) and under their live lease (a gold copy
     served to them included). ``with_double_review_rate``
     reads its queue's ``double_review_rate`` onto the item in the same
     statement (the queue row is read, not locked); ``with_lease_seconds``
@@ -313,6 +320,11 @@ def held_item(
     # Membership is read at every action, in the same statement: a reviewer
     # taken off the queue since the claim acts on nothing of it.
     rows = rows.annotate(reviewable=Exists(Queue.objects.reviewable_by(reviewer).filter(pk=OuterRef("queue_id"))))
+    # So are the reviewer's pause and role (the role from the cache that
+    # every change of it clears): whoever lost the right acts on nothing.
+    rows = rows.annotate(
+        holder_paused=Exists(ReviewerStanding.objects.filter(reviewer=reviewer, paused_at__isnull=False))
+    )
     if with_double_review_rate:
         rows = rows.annotate(double_review_rate=Subquery(own_queue.values("double_review_rate")[:1]))
     if with_lease_seconds:
@@ -321,7 +333,7 @@ def held_item(
         item = rows.get(pk=item_id)
     except ReviewItem.DoesNotExist:
         raise QueueError(f"item #{item_id} does not exist") from None
-    if not item.reviewable:
+    if not item.reviewable or item.holder_paused or not access.has_permission(reviewer, access.REVIEW_PERMISSION):
         raise NotAQueueOfYours(f"item #{item_id} is in a queue you do not review")
     if item.status in ReviewItem.DECIDED or item.status == ReviewItem.Status.GOLD:
         raise AlreadyDecided(f"item #{item_id} was already decided ({item.get_status_display()})")
@@ -340,24 +352,63 @@ def held_item(
     return item
 
 
-def release_leases_outside(queue: Queue) -> int:
-    """Give back the items of ``queue`` held by users who no longer review it
-    (after its reviewers changed), in the caller's transaction: each goes
-    back to the queue, a gold copy too. Safe to repeat; returns how many
-    leases were released."""
-    if queue.open_to_all:
-        return 0
-    users = get_user_model().objects
-    staying = users.filter(Q(pk__in=queue.members.values("pk")) | Q(groups__in=queue.member_groups.all()))
-    held = ReviewItem.all_objects.filter(queue=queue, status=ReviewItem.Status.CLAIMED).exclude(
-        lease_holder__in=staying.values("pk")
+def may_hold() -> Q:
+    """On ``ReviewItem`` rows: the lease holder may still review the item's
+    queue. Active, not paused, holding a permission that lets them review
+    (``access.reviewers``, which follows ``REVIEWQUEUE_OPERATORS_REVIEW``) or
+    a superuser, and a reviewer of the queue (it is open to all, names them,
+    or names one of their groups)."""
+    allowed = (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(Q(is_superuser=True) | Q(pk__in=access.reviewers().values("pk")))
+        .exclude(standing__paused_at__isnull=False)
     )
-    released = held.update(
-        status=ReviewItem.Status.PENDING, lease_holder=None, lease_expires_at=None, updated_at=timezone.now()
+    member = Queue.objects.filter(pk=OuterRef("queue_id")).filter(
+        Q(open_to_all=True)
+        | Q(members=OuterRef("lease_holder_id"))
+        | Q(member_groups__user=OuterRef("lease_holder_id"))
+    )
+    return Q(lease_holder__in=allowed.values("pk")) & Q(Exists(member))
+
+
+def release_lost_leases(
+    *, queue_ids: Collection[int] | None = None, user_ids: Collection[Any] | None = None, now: datetime | None = None
+) -> int:
+    """Give back every item held by someone who may no longer review it
+    (``may_hold``), of ``queue_ids`` or held by ``user_ids`` when given, in the
+    caller's transaction: each waits again for the queue's other reviewers,
+    a gold copy too. The one path every loss of the right takes: a queue's
+    reviewers changed (``set_reviewers``, the admin), a group or a role
+    changed, a user deactivated, deleted or paused (``reviewqueue.signals``),
+    and the lease sweep (``expire_leases``), for a change no event tells of
+    (``REVIEWQUEUE_OPERATORS_REVIEW`` turned off). Then drops the gold
+    copies nobody left could be shown (``review_quality.drop_unserved_copies``).
+    Safe to repeat; answers how many leases were released."""
+    held = ReviewItem.all_objects.filter(status=ReviewItem.Status.CLAIMED)
+    if queue_ids is not None:
+        held = held.filter(queue_id__in=list(queue_ids))
+    if user_ids is not None:
+        held = held.filter(lease_holder_id__in=list(user_ids))
+    lost = held.filter(Q(lease_holder__isnull=True) | ~may_hold())  # (NULL: the holder was deleted)
+    released = lost.update(
+        status=ReviewItem.Status.PENDING,
+        lease_holder=None,
+        lease_expires_at=None,
+        updated_at=now or timezone.now(),
     )
     if released:
-        log.info("leases released", extra={"queue": queue.slug, "items": released})
+        log.info("leases released: their holders no longer review the queue", extra={"items": released})
+    # Copies are kept only where someone could be shown them, as they are placed.
+    review_quality.drop_unserved_copies(queue_ids)
     return released
+
+
+def release_held_by(user_ids: Collection[Any]) -> int:
+    """Give back every item these users hold (they are being deleted)."""
+    return ReviewItem.all_objects.filter(status=ReviewItem.Status.CLAIMED, lease_holder_id__in=list(user_ids)).update(
+        status=ReviewItem.Status.PENDING, lease_holder=None, lease_expires_at=None, updated_at=timezone.now()
+    )
 
 
 def release(*, item_id: int, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewItem:

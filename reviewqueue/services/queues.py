@@ -22,7 +22,7 @@ from ..models import DEFAULT_QUEUE, FilterRule, PolicyAudit, Queue, StepLimitCha
 from . import routing
 from .depth import after_depth_change, queue_depth
 from .errors import InvalidInput, QueueError, UnknownGate
-from .leases import release_leases_outside
+from .leases import release_lost_leases
 from .review_quality import forget_gold_settings
 
 log = logging.getLogger("reviewqueue.services")
@@ -102,7 +102,7 @@ def set_reviewers(
         queue.open_to_all = after["open_to_all"]
         queue.members.set(members)
         queue.member_groups.set(groups)
-        release_leases_outside(queue)  # a reviewer taken off the queue holds none of it
+        release_lost_leases(queue_ids=[queue.pk])  # a reviewer taken off the queue holds none of it
         PolicyAudit.objects.create(queue=queue, user=user, changes=diff)
     log.info("queue reviewers changed", extra={"queue": queue.slug, "changes": diff})
     return diff

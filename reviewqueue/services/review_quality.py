@@ -149,8 +149,25 @@ def could_take_next_round(item: ReviewItem, reviewer: AbstractBaseUser, *answere
     as ``fill_copy`` serves it."""
     users = other_reviewers(reviewer, *answered, queue_id=item.queue_id)
     if item.gold_id is not None:
+        # Operators who review stay in, though no copy is shown to them: whether a
+        # copy waits for another round must be decided as a real item's is, or the
+        # waiting count over the answer would tell the two apart.
         users = users.exclude(_seen_gold(item.gold_id))
     return users
+
+
+def shown_copies(reviewer: AbstractBaseUser) -> bool:
+    """Whether a gold copy may be shown to this user: not to an operator
+    (or a superuser), whose pages show them what an item is (its gold mark,
+    its real status), so a copy would measure nothing and could be told apart."""
+    return not access.is_operator(reviewer)
+
+
+def copies_have_reviewers(queue_id: int) -> bool:
+    """Whether someone the claim could show a copy of this queue exists: a
+    reviewer of the queue, active, not paused, not an operator. A copy is
+    placed only then; else it would only wait, seen by no one it measures."""
+    return _queue_reviewers(queue_id).exclude(pk__in=access.operators().values("pk")).exists()
 
 
 def _seen_gold(gold_id: int) -> Q:
@@ -177,10 +194,14 @@ def other_reviewers(reviewer: AbstractBaseUser, *also: Any, queue_id: int | None
     that queue (it is open to all, names them, or names one of their
     groups). Superusers count only if they hold such a permission too: an
     administrator is not assumed to review."""
+    return _queue_reviewers(queue_id).exclude(pk__in=[reviewer.pk, *also])
+
+
+def _queue_reviewers(queue_id: int | None) -> Any:
+    """Whom the claim would serve (of the queue ``queue_id``, when given)."""
     users = (
         get_user_model()
         .objects.filter(pk__in=access.reviewers().values("pk"))
-        .exclude(pk__in=[reviewer.pk, *also])
         .exclude(standing__paused_at__isnull=False)
     )
     if queue_id is not None:
@@ -412,7 +433,7 @@ def place_gold(item: ReviewItem, now: datetime) -> ReviewItem | None:
         .order_by("?")
         .first()
     )
-    if gold is None:
+    if gold is None or not copies_have_reviewers(item.queue_id):
         return None
     with transaction.atomic():
         copy = ReviewItem.all_objects.create(
@@ -430,6 +451,30 @@ def place_gold(item: ReviewItem, now: datetime) -> ReviewItem | None:
     return copy
 
 
+def drop_unserved_copies(queue_ids: Collection[int] | None = None) -> int:
+    """Take out of the waiting set (and the waiting count) the copies no one
+    could be shown any more: those waiting for their first reviewer in a
+    queue where nobody reviews who may be shown a copy
+    (``copies_have_reviewers``), as none is placed there. Copies held or in
+    a later round go on as a real item does. Answers how many were dropped."""
+    queues = Queue.objects.filter(gold_waiting__gt=0)
+    if queue_ids is not None:
+        queues = queues.filter(pk__in=list(queue_ids))
+    dropped = 0
+    for queue_id in queues.values_list("pk", flat=True):
+        if copies_have_reviewers(queue_id):
+            continue
+        with transaction.atomic():
+            gone, _ = ReviewItem.all_objects.filter(
+                queue_id=queue_id, gold__isnull=False, status=ReviewItem.Status.PENDING, review_round=1
+            ).delete()
+            if gone:
+                gold_waiting_moved(queue_id, -gone)
+                log.info("gold copies dropped: nobody left to show them", extra={"queue": queue_id, "copies": gone})
+        dropped += gone
+    return dropped
+
+
 def fill_copy(copy: ReviewItem, reviewer: AbstractBaseUser) -> bool:
     """Make the copy the reviewer just claimed show a gold item they neither
     decided nor answered. In its first round: of those, one no other open
@@ -438,6 +483,8 @@ def fill_copy(copy: ReviewItem, reviewer: AbstractBaseUser) -> bool:
     for a second review someone it is new to is there, as for a real item. In a later round it shows what the earlier rounds were
     shown, so it is served only to a reviewer to whom that is new. False
     when there is nothing for them (the caller gives it back)."""
+    if not shown_copies(reviewer):
+        return False
     if copy.review_round > 1:
         seen = get_user_model().objects.filter(pk=reviewer.pk).filter(_seen_gold(copy.gold_id))
         return not is_paused(reviewer) and not seen.exists()

@@ -464,9 +464,13 @@ def render_item(
         "status_text": status_text,
         "verdict": shown,
         "diff": output_diff(item.final_output, shown.edited_output) if edited and shown else None,
+        # A copy's header reads as its source's: a copy of a version 2 is a version 2.
+        "version": lineage.version,
+        "follows": lineage.previous_version_id,
         "history": history(lineage),
         "history_open": True,
-        "next_versions": list(lineage.next_versions.values_list("pk", "version")),
+        # A copy is followed by no revision (no producer stands behind it), whatever its source was.
+        "next_versions": [] if lineage is not item else list(item.next_versions.values_list("pk", "version")),
         "runs": list(LoopRun.objects.filter(item=lineage).values_list("run_id", "outcome")),
         "producer": lineage.producer,
         "is_reviewer": is_reviewer(user),

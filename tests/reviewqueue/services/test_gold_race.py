@@ -39,9 +39,10 @@ def test_a_gold_item_another_claim_is_serving_is_not_shown_in_a_second_copy(
     dan.save()
     services.policy_update(user=None, changes={"gold_rate": 1.0})
     review_quality.forget_gold_settings()
+    # (the reviewers exist first: a copy is placed only where someone could be shown it)
+    ann, ben = make_user("ann", "reviewer"), make_user("ben", "reviewer")
     copies = [admit_item().item.pk + 1 for _ in range(2)]
     assert all(ReviewItem.all_objects.get(pk=pk).gold_id == gold.pk for pk in copies)
-    ann, ben = make_user("ann", "reviewer"), make_user("ben", "reviewer")
     now = timezone.now()
 
     def claimed_by(pk: int, who: Any) -> None:

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -39,9 +40,15 @@ def twins(
     dan.is_active = False
     dan.save()
     services.policy_update(user=None, changes={"gold_rate": 1.0, "double_review_rate": 1.0})
+    make_user("ann", "reviewer")  # a copy is placed only where someone could be shown it
     real = admit_item().item.pk
     assert ReviewItem.all_objects.get(pk=real + 1).gold_id is not None
     return real, real + 1
+
+
+def ann_of() -> Any:
+    """ann, made by ``twins`` before the real item arrived."""
+    return User.objects.get(username="ann")
 
 
 def client_of(user: Any) -> Client:
@@ -53,7 +60,7 @@ def client_of(user: Any) -> Client:
 def test_a_lease_that_ran_out_on_a_copy_is_told_as_on_a_real_item(
     twins: tuple[int, int], make_user: Callable[..., Any]
 ) -> None:
-    ann, ben = make_user("ann", "reviewer"), make_user("ben", "reviewer")
+    ann, ben = ann_of(), make_user("ben", "reviewer")
     told = {}
     for pk, other in ((twins[0], twins[1]), (twins[1], twins[0])):
         assert services.claim(reviewer=ann, exclude=[other]).pk == pk
@@ -70,7 +77,7 @@ def test_a_lease_that_ran_out_on_a_copy_is_told_as_on_a_real_item(
 def test_the_verdict_another_reviewer_settled_shows_on_a_copy_as_on_a_real_item(
     twins: tuple[int, int], make_user: Callable[..., Any]
 ) -> None:
-    ann, ben, cy = (make_user(name, "reviewer") for name in ("ann", "ben", "cy"))
+    ann, ben, cy = (ann_of(), make_user("ben", "reviewer"), make_user("cy", "reviewer"))
     pages, notices = {}, {}
     for pk, other in ((twins[0], twins[1]), (twins[1], twins[0])):
         for who, approve in ((ann, True), (ben, True)):
@@ -93,7 +100,7 @@ def test_the_verdict_another_reviewer_settled_shows_on_a_copy_as_on_a_real_item(
 def test_a_reviewer_s_history_lists_the_copies_they_answered(
     twins: tuple[int, int], make_user: Callable[..., Any]
 ) -> None:
-    ann, ben = make_user("ann", "reviewer"), make_user("ben", "reviewer")
+    ann, ben = ann_of(), make_user("ben", "reviewer")
     real, copy = twins
     for pk, other in ((real, copy), (copy, real)):
         assert services.claim(reviewer=ann, exclude=[other]).pk == pk
@@ -109,7 +116,7 @@ def test_a_send_back_that_settles_a_copy_is_told_as_on_a_real_item(
     twins: tuple[int, int], make_user: Callable[..., Any]
 ) -> None:
     services.policy_update(user=None, changes={"double_review_rate": 0})  # one answer settles either
-    ann = make_user("ann", "reviewer")
+    ann = ann_of()
     told = {}
     for pk, other in ((twins[0], twins[1]), (twins[1], twins[0])):
         assert services.claim(reviewer=ann, exclude=[other]).pk == pk

@@ -497,7 +497,8 @@ def test_membership_is_checked_at_every_action_on_a_lease_kept_from_before(
     held_in_team: tuple[Queue, ReviewItem], reviewer: User, client: Client
 ) -> None:
     """Taken off the queue some other way (its members edited directly, a
-    group changed), the reviewer's old lease lets them do nothing."""
+    group changed), the reviewer's lease is released too and they can do
+    nothing with the item."""
     team, item = held_in_team
     team.members.remove(reviewer)
     for act in every_action(item, reviewer):
@@ -511,7 +512,7 @@ def test_membership_is_checked_at_every_action_on_a_lease_kept_from_before(
     assert "TEAM task" not in seen
     assert _notices(seen) == [n.replace(str(ghost), str(item.pk)) for n in _notices(missing)]
     item.refresh_from_db()
-    assert item.status == ReviewItem.Status.CLAIMED and not Verdict.objects.exists()
+    assert (item.status, item.lease_holder) == (ReviewItem.Status.PENDING, None) and not Verdict.objects.exists()
 
 
 @pytest.mark.django_db
