@@ -43,7 +43,6 @@ from ..models import (
     FilterRule,
     Judgement,
     LabelCount,
-    LoopRun,
     Queue,
     ReasonLabel,
     ReviewItem,
@@ -384,11 +383,6 @@ def _undo_answer(
     the answer's item, locked by the caller."""
     copy = item.gold_id is not None
     settled_it = copy and item.status == ReviewItem.Status.GOLD and item.review_round == answer.round
-    if settled_it and answer.decision == Verdict.Decision.SEND_BACK and _loop_fed_copy(item):
-        # A real item of a loop-fed queue sent back has its run resumed at once,
-        # and a worker starts it within moments: its send-back then stands. A
-        # copy has no run; its undo is refused as the real item's would be.
-        raise UndoRefused(f"item #{item.pk} was sent back and its new run has already started, so the send-back stands")
     if not settled_it:
         if item.status not in ReviewItem.WAITING:
             # No status in the words: a gold copy's would tell it apart.
@@ -406,11 +400,6 @@ def _undo_answer(
     if copy:
         review_quality.update_standing(reviewer, now)
     return item
-
-
-def _loop_fed_copy(copy: ReviewItem) -> bool:
-    """Whether the item a gold copy shows was made by one of our loops' runs."""
-    return LoopRun.objects.filter(item__gold_spec__pk=copy.gold_id).exists()
 
 
 def _record_undone(answer: Verdict | Judgement, kind: str, round_: int, now: datetime) -> UndoneAnswer:
