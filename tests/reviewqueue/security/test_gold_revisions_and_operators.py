@@ -24,6 +24,13 @@ pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
+@pytest.fixture(autouse=True)
+def _send_backs_final_at_once(settings: Any) -> None:
+    """A revision follows only a final send-back (reviewqueue/finality.py):
+    with no undo window, the revisions these tests build follow at once."""
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0
+
+
 def shape(html: str) -> str:
     html = re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", html)
     html = re.sub(r'"X-CSRFToken": "[^"]*"', "", html)
