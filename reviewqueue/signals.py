@@ -93,8 +93,13 @@ def permission_deleted(sender: Any, instance: Permission, **kwargs: Any) -> None
 
 def signed_in(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     """Signing in reads the roles afresh and caches them, so the pages that
-    follow find them cached (sign-in writes anyway; a page then need not)."""
+    follow find them cached (sign-in writes anyway; a page then need not).
+    Afresh means past what the user object itself remembers: one that read
+    its roles before signing in (a reviewer who acted through the services
+    first) would otherwise answer from that memory and cache nothing."""
     forget_permissions([user.pk])
+    for memory in ("_reviewqueue_permissions", "_perm_cache", "_user_perm_cache", "_group_perm_cache"):
+        user.__dict__.pop(memory, None)
     permissions(user)
 
 
