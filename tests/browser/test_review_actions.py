@@ -134,7 +134,8 @@ def test_send_back_with_b_needs_a_note_and_keeps_it_through_esc(
     assert f"Sent back item #{first.pk}" in page.locator("#card .notices").inner_text()
 
 
-def test_a_later_version_shows_its_history_collapsed(new_context, login, make_user, admit_item, artifacts):
+def test_a_later_version_shows_its_history_collapsed(new_context, login, make_user, admit_item, artifacts, settings):
+    settings.REVIEWQUEUE_UNDO_SECONDS = 0  # the send-back is final at once, so its revision may follow
     rita = make_user("rita", "reviewer")
     v1 = admit_item(final_output="first try output").item
     services.claim(reviewer=rita)
