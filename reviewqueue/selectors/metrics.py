@@ -98,9 +98,8 @@ def queue_numbers() -> list[QueueNumbers]:
     """Every labelled queue's numbers, then ``_other`` if any queue is past
     the limit: one grouped query per kind of number, whatever the number of queues."""
     queues = list(Queue.objects.all())
-    # Only final verdicts (``finality``): one still undoable is not counted
-    # (its item counts as claimed), so an undo never takes a count back and
-    # the decision counters only grow, as counters must.
+    # Only final verdicts (``finality``; an undoable one's item counts as
+    # claimed): an undo never takes a count back, and counters only grow.
     final_by = timezone.now() - undo_window()
     statuses = stats.status_counts_by_queue(given_by=final_by)
     depth = {

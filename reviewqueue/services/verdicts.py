@@ -323,15 +323,7 @@ def undo(*, reviewer: AbstractBaseUser, now: datetime | None = None) -> ReviewIt
             _refuse_undo_of_resumed(item)
         if not withdraw_verdict_event(item, verdict.created_at):
             raise UndoRefused(f"the producer has already been told the verdict on item #{item.pk}, so it stands")
-        change = StepLimitChange.objects.filter(verdict=verdict).first()
-        if change is not None and queue.step_limit == change.step_limit:
-            queue.step_limit = change.previous
-            if queue.expected_step_limit is not None:
-                queue.expected_step_limit = float(change.previous)
-            queue.save(update_fields=["step_limit", "expected_step_limit", "updated_at"])
-            change.delete()
-        if verdict.reason_label and verdict.decision == Verdict.Decision.REJECT:
-            LabelCount.objects.filter(queue=queue, label=verdict.reason_label, count__gt=0).update(count=F("count") - 1)
+        _revert_effects(queue, verdict)
         mine = Judgement.objects.filter(item=item, reviewer=reviewer, kind=Judgement.Kind.REVIEW).first()
         _record_undone(verdict, UndoneAnswer.Kind.VERDICT, mine.round if mine else item.review_round, now)
         verdict.delete()
@@ -371,6 +363,21 @@ def _latest_answers(
     verdict = mine.order_by("-created_at", "-pk").first()
     answer = Judgement.objects.filter(reviewer=reviewer, created_at__gt=since).order_by("-created_at", "-pk").first()
     return verdict, answer
+
+
+def _revert_effects(queue: Queue, verdict: Verdict) -> None:
+    """Take back what an undone verdict changed in its locked queue: the
+    step-limit change it caused (if the limit is still the one it set) and
+    its reason label's count."""
+    change = StepLimitChange.objects.filter(verdict=verdict).first()
+    if change is not None and queue.step_limit == change.step_limit:
+        queue.step_limit = change.previous
+        if queue.expected_step_limit is not None:
+            queue.expected_step_limit = float(change.previous)
+        queue.save(update_fields=["step_limit", "expected_step_limit", "updated_at"])
+        change.delete()
+    if verdict.reason_label and verdict.decision == Verdict.Decision.REJECT:
+        LabelCount.objects.filter(queue=queue, label=verdict.reason_label, count__gt=0).update(count=F("count") - 1)
 
 
 def _undo_answer(

@@ -20,10 +20,9 @@ from .. import agreement, services, stats
 from ..api_io import _item_body, _run_body, _run_told, _sent_back_item, _told_status
 from ..middleware import DATABASE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailableMiddleware
 from ..models import ApiToken, CutoffReason, LoopRun, Queue, ReviewItem
-from ..services import admission, routing
-from ..services.runs import BrokerUnavailable, is_reserved_run_id, parse_task, sandbox_status, submit_run
+from ..services.runs import BrokerUnavailable, sandbox_status, submit_run
 from ..tokens import RESERVED_NAME_ERROR, name_refusal, token_for
-from ..webhooks import CallbackRefused, check_callback_url, secret_for
+from .api_checks import CallbackUrlRefused, callback_url_for, output_refusals, producer_of, refuse, task_refusals
 
 
 class TokenAuth(HttpBearer):
@@ -67,11 +66,6 @@ def _token(request: HttpRequest, *scopes: str) -> ApiToken:
     return token
 
 
-def producer_of(token: ApiToken) -> str:
-    """The producer a token acts for: its name, as items and runs store it."""
-    return token.name[:100]
-
-
 api = NinjaAPI(
     title="reviewqueue API",
     version="1",
@@ -102,7 +96,7 @@ def _refusals_past_types(request: HttpRequest, refused: dict[str, str]) -> dict[
     """For a body whose types failed: what else is wrong with the fields that
     passed (an unknown queue, a refused callback URL, ...), so one 400 names
     every refused field. Only for a token that may call the endpoint."""
-    checks = {"/outputs": (ApiToken.Scope.OUTPUTS, _output_refusals), "/tasks": (ApiToken.Scope.TASKS, _task_refusals)}
+    checks = {"/outputs": (ApiToken.Scope.OUTPUTS, output_refusals), "/tasks": (ApiToken.Scope.TASKS, task_refusals)}
     route = next((v for path, v in checks.items() if request.path.endswith(path)), None)
     token = getattr(request, "auth", None)
     if request.method != "POST" or route is None or not isinstance(token, ApiToken) or not token.has_scope(route[0]):
@@ -167,37 +161,10 @@ METADATA_HELP = (
 )
 
 
-class CallbackUrlRefused(Exception):
-    """A callback URL the server will not call (400 with ``code``)."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code, self.detail = code, detail
-
-
 @api.exception_handler(CallbackUrlRefused)
 def on_callback_refused(request: HttpRequest, exc: CallbackUrlRefused) -> HttpResponse:
     body = {"error": exc.code, "fields": {"callback_url": exc.detail}, "detail": exc.detail}
     return api.create_response(request, body, status=400)
-
-
-def callback_url_for(token: ApiToken, requested: str | None) -> str:
-    """The callback URL for what this request creates: the one it names,
-    checked against WEBHOOK_ALLOWED_HOSTS, or else the token's default (which
-    delivery checks again). A producer with no webhook secret cannot name
-    one: it could never verify our signature, and nothing is sent unsigned."""
-    if requested is None or not requested.strip():
-        return token.webhook_url
-    try:
-        url = check_callback_url(requested.strip())
-    except CallbackRefused as exc:
-        raise CallbackUrlRefused(exc.code, exc.detail) from None
-    if not secret_for(producer_of(token)):
-        raise CallbackUrlRefused(
-            "callback_url_needs_secret",
-            "this producer has no webhook signing secret; issue a token with create_api_token --webhook URL",
-        )
-    return url
 
 
 # --- schemas ----------------------------------------------------------------------------------
@@ -344,7 +311,7 @@ def push_output(request: HttpRequest, payload: OutputIn) -> Status[dict[str, Any
     token = _token(request, ApiToken.Scope.OUTPUTS)
     fields = payload.model_dump()
     # Every refused field at once, so one retry can fix them all.
-    _refuse(_output_refusals(token, fields))
+    refuse(output_refusals(token, fields))
     fields["previous_version"] = _sent_back_item(producer_of(token), fields.pop("previous_item"))
     fields["callback_url"] = callback_url_for(token, fields.pop("callback_url"))
     result = services.admit(producer=producer_of(token), **fields)
@@ -376,7 +343,7 @@ def submit_task(request: HttpRequest, payload: TaskIn) -> Status[dict[str, Any]]
     producer's own."""
     token = _token(request, ApiToken.Scope.TASKS)
     producer = producer_of(token)
-    _refuse(_task_refusals(token, payload.model_dump()))
+    refuse(task_refusals(token, payload.model_dump()))
     callback_url = callback_url_for(token, payload.callback_url)
     run_id = payload.run_id or f"api-{uuid.uuid4().hex}"
     refusal = _unsandboxed_checks(payload.task)
@@ -475,93 +442,6 @@ def item_status(request: HttpRequest, item_id: int) -> Status[dict[str, Any]]:
     if item is None:
         return Status(404, {"error": "not_found", "detail": f"no item {item_id} from this producer"})
     return Status(200, _item_body(item))
-
-
-def _queue_refusal(values: dict[str, Any], producer: str, *, routed: bool = True) -> dict[str, str]:
-    """What is wrong with the work's queue, if anything, as the 400 names it.
-    ``routed``: without a slug the routing rules choose, from the fields as
-    sent (a field of the wrong type counts as absent)."""
-    queue = values.get("queue")
-    if not routed and not queue:
-        return {}
-    kind, priority, task_id = values.get("task_kind"), values.get("priority"), values.get("task_id")
-    try:
-        routing.target_of(
-            queue,
-            producer=producer,
-            task_kind=kind if isinstance(kind, str) else "",
-            priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 1,
-            task_id=task_id if isinstance(task_id, str) else "",
-        )
-    except services.InvalidInput as exc:
-        return exc.fields
-    return {}
-
-
-def _callback_refusal(token: ApiToken, values: dict[str, Any]) -> tuple[dict[str, str], str | None]:
-    url = values.get("callback_url")
-    if not isinstance(url, str):
-        return {}, None
-    try:
-        callback_url_for(token, url)
-    except CallbackUrlRefused as exc:
-        return {"callback_url": exc.detail}, exc.code
-    return {}, None
-
-
-Refusals = tuple[dict[str, str], str | None]
-
-
-def _output_refusals(
-    token: ApiToken, values: dict[str, Any], skip: set[str] | frozenset[str] = frozenset()
-) -> Refusals:
-    """Every field of an output the server refuses past its type, each checked
-    on its own, and the callback URL's error code if it is refused."""
-    producer = producer_of(token)
-    refused = admission.field_refusals(values, skip=skip)
-    previous = values.get("previous_item")
-    if "previous_item" not in skip and isinstance(previous, int) and not isinstance(previous, bool):
-        try:
-            _sent_back_item(producer, previous)
-        except services.InvalidInput as exc:
-            refused.update(exc.fields)
-    callback, code = _callback_refusal(token, values) if "callback_url" not in skip else ({}, None)
-    if "queue" not in skip:
-        refused.update(_queue_refusal(values, producer))
-    return {**refused, **callback}, code
-
-
-def _task_refusals(token: ApiToken, values: dict[str, Any], skip: set[str] | frozenset[str] = frozenset()) -> Refusals:
-    """Every field of a task submission the server refuses past its type."""
-    refused: dict[str, str] = {}
-    run_id = values.get("run_id")
-    if "run_id" not in skip and isinstance(run_id, str) and not run_id.isprintable():
-        # An identifier is refused, not cleaned: replacing a NUL with U+FFFD
-        # would make two different run ids one (and PostgreSQL refuses NUL).
-        refused["run_id"] = "must be printable text (no control characters)"
-    elif "run_id" not in skip and isinstance(run_id, str) and is_reserved_run_id(run_id):
-        refused["run_id"] = "must not end in ~v<number>: that form names the runs resumed after a send-back"
-    task = values.get("task")
-    if "task" not in skip and isinstance(task, dict):
-        try:
-            parse_task(task)
-        except (TypeError, ValueError) as exc:  # a task spec's TaskError is a ValueError
-            refused["task"] = str(exc)
-    callback, code = _callback_refusal(token, values) if "callback_url" not in skip else ({}, None)
-    if "queue" not in skip:
-        refused.update(_queue_refusal(values, producer_of(token), routed=False))
-    return {**refused, **callback}, code
-
-
-def _refuse(refusals: Refusals) -> None:
-    """Raise the one 400 for ``refusals``, if any: a refused callback URL on
-    its own keeps its own error code, else ``invalid`` naming every field."""
-    refused, code = refusals
-    if not refused:
-        return
-    if code is not None and list(refused) == ["callback_url"]:
-        raise CallbackUrlRefused(code, refused["callback_url"])
-    raise services.InvalidInput(*next(iter(refused.items())), also=refused)
 
 
 @api.exception_handler(HttpError)

@@ -77,17 +77,14 @@ class CardState:
     error: str = ""
     note: str = ""
     reason_label: str = ""
-    # Edit and approve, send back: which panel comes back open, with what the
-    # reviewer typed in it and what was wrong with it.
+    # Which panel (edit, send back) comes back open, with what was typed and what was wrong.
     panel: str = ""
     edited_output: str | None = None
     send_back_note: str = ""
     panel_error: str = ""
-    # Whether the reviewer is paused (claims serve them nothing); None: not
-    # yet known, asked when the card has no item.
+    # Whether the reviewer is paused (claims serve them nothing); None: not yet asked.
     paused: bool | None = None
-    # A claim was just tried and found nothing for this reviewer: whatever
-    # still waits, waits for someone else (a second opinion, an operator).
+    # A claim just found nothing for this reviewer: what still waits is for someone else.
     claimed_nothing: bool = False
 
 
@@ -458,18 +455,18 @@ def render_item(
     operator = is_operator(user)
     gold = getattr(item, "gold_spec", None) if operator else None
     may_mark = operator and item.gold_id is None and item.status in GOLD_SOURCES
+    # A copy's header reads as its source's (a copy of a version 2 is a version 2),
+    # and no revision follows a copy, whatever followed its source.
     lineage = item if operator else as_lineage(item)
     context = {
         "item": item,
         "status_text": status_text,
         "verdict": shown,
         "diff": output_diff(item.final_output, shown.edited_output) if edited and shown else None,
-        # A copy's header reads as its source's: a copy of a version 2 is a version 2.
         "version": lineage.version,
         "follows": lineage.previous_version_id,
         "history": history(lineage),
         "history_open": True,
-        # A copy is followed by no revision (no producer stands behind it), whatever its source was.
         "next_versions": [] if lineage is not item else list(item.next_versions.values_list("pk", "version")),
         "runs": list(LoopRun.objects.filter(item=lineage).values_list("run_id", "outcome")),
         "producer": lineage.producer,
@@ -495,8 +492,7 @@ def item_page(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     user = request.user
     if not (is_operator(user) or is_reviewer(user)):
         raise PermissionDenied
-    # Every item, gold copies included: the reviewer who holds or answered a
-    # copy gets its page as for any other item (a 404 would tell it apart).
+    # Every item, gold copies included (a 404 for a copy would tell it apart).
     item = ReviewItem.all_objects.select_related("verdict__reviewer", "queue").filter(pk=item_id).first()
     verdict = getattr(item, "verdict", None) if item is not None else None
     if item is None or not _may_see(user, item, verdict):
